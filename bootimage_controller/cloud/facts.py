@@ -1,0 +1,56 @@
+"""What the cloud said about images, as plain data the planner can read.
+
+The planner stays pure: the controller (or `plan --cloud-verify`) asks the cloud about the images
+an offline plan names, collects the answers here, and plans again with them. A lookup that failed
+(throttled, timed out, no permission) is recorded as an error, which the planner turns into a
+`skip` with a reason and a retry later: never a crash and never a patch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class ImageKey:
+    """One image in one place: (platform, region/location, image id, AMI id, GCP path or Azure URN)."""
+
+    platform: str
+    location: str
+    image: str
+
+
+@dataclass(frozen=True)
+class CloudImage:
+    key: ImageKey
+    exists: bool
+    available: bool = False  # AWS `available`, GCP `READY`, Azure: the version exists
+    owner: str | None = None  # AWS OwnerId
+    name: str | None = None
+    description: str | None = None
+    release: str | None = None  # RHCOS build id read from the name/description/version
+    creation_date: str | None = None
+
+
+@dataclass(frozen=True)
+class MarketplaceCandidates:
+    """AWS Marketplace AMIs of one product in one region (for marketplace resolution)."""
+
+    region: str
+    product_id: str
+    images: tuple[CloudImage, ...]
+
+
+@dataclass(frozen=True)
+class CloudFacts:
+    images: Mapping[ImageKey, CloudImage] = field(default_factory=dict)
+    errors: Mapping[ImageKey, str] = field(default_factory=dict)
+    marketplace: Mapping[tuple[str, str], MarketplaceCandidates] = field(default_factory=dict)
+    marketplace_errors: Mapping[tuple[str, str], str] = field(default_factory=dict)
+
+    def image(self, key: ImageKey) -> CloudImage | None:
+        return self.images.get(key)
+
+    def error(self, key: ImageKey) -> str | None:
+        return self.errors.get(key)

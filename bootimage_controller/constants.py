@@ -1,0 +1,249 @@
+"""Every name the controller shares with the cluster, in one place.
+
+These strings are interfaces (SPEC sections 1-6): annotation keys, label keys, object names,
+condition types, reasons and metric names are read by administrators, dashboards and the Machine
+Config Operator. Change none of them without changing SPEC.md first.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Final
+
+# --- namespaces and well-known objects -------------------------------------------------------
+MCO_NAMESPACE: Final = "openshift-machine-config-operator"
+MAPI_NAMESPACE: Final = "openshift-machine-api"
+
+BOOTIMAGES_CONFIGMAP: Final = "coreos-bootimages"
+CM_KEY_STREAM: Final = "stream"
+CM_KEY_STREAMS: Final = "streams"
+CM_KEY_RELEASE_VERSION: Final = "releaseVersion"
+# The installer writes this placeholder; `oc adm release new` substitutes it (OCPBUGS-19824).
+UNKNOWN_RELEASE_VERSION: Final = "0.0.1-snapshot"
+
+MACHINE_API_GROUP: Final = "machine.openshift.io"
+MACHINESET_VERSION: Final = "v1beta1"
+MACHINESET_PLURAL: Final = "machinesets"
+MACHINESET_KIND: Final = "MachineSet"
+CPMS_VERSION: Final = "v1"
+CPMS_PLURAL: Final = "controlplanemachinesets"
+CPMS_KIND: Final = "ControlPlaneMachineSet"
+CPMS_NAME: Final = "cluster"
+
+OPERATOR_GROUP: Final = "operator.openshift.io"
+OPERATOR_VERSION: Final = "v1"
+MACHINECONFIGURATION_PLURAL: Final = "machineconfigurations"
+MACHINECONFIGURATION_KIND: Final = "MachineConfiguration"
+MACHINECONFIGURATION_NAME: Final = "cluster"
+
+CONFIG_GROUP: Final = "config.openshift.io"
+CONFIG_VERSION: Final = "v1"
+INFRASTRUCTURE_PLURAL: Final = "infrastructures"
+INFRASTRUCTURE_NAME: Final = "cluster"
+CLUSTERVERSION_PLURAL: Final = "clusterversions"
+CLUSTERVERSION_NAME: Final = "version"
+CLUSTEROPERATOR_PLURAL: Final = "clusteroperators"
+DEFAULT_CLUSTER_OPERATOR: Final = "machine-config-bootimages"
+
+# Where the providerSpec lives, per kind (SPEC section 1).
+MACHINESET_PROVIDER_SPEC_PATH: Final = ("spec", "template", "spec", "providerSpec", "value")
+CPMS_PROVIDER_SPEC_PATH: Final = (
+    "spec",
+    "template",
+    "machines_v1beta1_machine_openshift_io",
+    "spec",
+    "providerSpec",
+    "value",
+)
+MACHINESET_TEMPLATE_LABELS_PATH: Final = ("spec", "template", "metadata", "labels")
+CPMS_TEMPLATE_LABELS_PATH: Final = (
+    "spec",
+    "template",
+    "machines_v1beta1_machine_openshift_io",
+    "metadata",
+    "labels",
+)
+
+# --- labels ---------------------------------------------------------------------------------
+LABEL_OSSTREAM: Final = "machineconfiguration.openshift.io/osstream"
+LABEL_OS_ID: Final = "machine.openshift.io/os-id"
+OS_ID_WINDOWS: Final = "Windows"
+LABEL_ARCH: Final = "kubernetes.io/arch"
+CONTROL_PLANE_NODE_LABELS: Final = (
+    "node-role.kubernetes.io/master",
+    "node-role.kubernetes.io/control-plane",
+)
+
+# --- annotations ----------------------------------------------------------------------------
+ANNOTATION_AUTOSCALER_LABELS: Final = "capacity.cluster-autoscaler.kubernetes.io/labels"
+ANNOTATION_BOOT_IMAGE_UPDATES: Final = "machineconfiguration.openshift.io/boot-image-updates"
+BOOT_IMAGE_UPDATES_DISABLED: Final = "Disabled"
+
+_MCO: Final = "machineconfiguration.openshift.io"
+ANNOTATION_RELEASE: Final = f"{_MCO}/boot-image-release"
+ANNOTATION_STREAM: Final = f"{_MCO}/boot-image-stream"
+ANNOTATION_UPDATED_AT: Final = f"{_MCO}/boot-image-updated-at"
+ANNOTATION_PREVIOUS: Final = f"{_MCO}/boot-image-previous"
+ANNOTATION_HOT_LOOP: Final = f"{_MCO}/boot-image-hot-loop"
+ANNOTATION_STUB_UPGRADED_TO: Final = f"{_MCO}/stub-ignition-upgraded-to"
+ANNOTATION_STUB_UPGRADED_AT: Final = f"{_MCO}/stub-ignition-upgraded-at"
+ANNOTATION_ALEPH_VERSION: Final = f"{_MCO}/aleph-version"
+
+# --- claims ---------------------------------------------------------------------------------
+CLAIM_HOLDER_NAME: Final = "machineset-boot-image-controller"
+CLAIM_HOLDER_NAMESPACE: Final = MAPI_NAMESPACE
+CLAIM_FINALIZER: Final = f"{_MCO}/boot-image-claims"
+LEASE_NAME: Final = "bootimage-controller"
+
+# --- hot loop -------------------------------------------------------------------------------
+# Three writes of the same target are allowed; the fourth is refused (MCO HotLoopLimit = 3).
+HOT_LOOP_LIMIT: Final = 3
+
+# --- skew -------------------------------------------------------------------------------------
+# The Machine Config Operator's compile-time limits (pkg/controller/common/constants.go).
+DEFAULT_OCP_SKEW_LIMIT: Final = "4.13.0"
+DEFAULT_RHEL_SKEW_LIMIT: Final = "9.2"
+SKEW_DOCS_URL: Final = (
+    "https://docs.redhat.com/en/documentation/openshift_container_platform/{version}"
+    "/html/machine_configuration/mco-update-boot-skew-mgmt"
+)
+
+# --- cloud ----------------------------------------------------------------------------------
+AWS_RED_HAT_OWNER: Final = "531415883065"
+AWS_MARKETPLACE_OWNER: Final = "679593333241"
+GCP_RHCOS_IMAGE_PREFIX: Final = "projects/rhcos-cloud/global/images/"
+AWS_CREDENTIALS_SECRET: Final = "aws-cloud-credentials"
+GCP_CREDENTIALS_SECRET: Final = "gcp-cloud-credentials"
+AZURE_CREDENTIALS_SECRET: Final = "azure-cloud-credentials"
+
+# --- architectures --------------------------------------------------------------------------
+# Kubernetes (GOARCH) name -> RPM name used as the stream metadata key.
+KUBE_TO_RPM_ARCH: Final = {
+    "amd64": "x86_64",
+    "arm64": "aarch64",
+    "ppc64le": "ppc64le",
+    "s390x": "s390x",
+}
+RPM_ARCHES: Final = frozenset(KUBE_TO_RPM_ARCH.values())
+
+
+class Platform(StrEnum):
+    """Infrastructure `status.platformStatus.type` values this controller knows by name."""
+
+    AWS = "AWS"
+    GCP = "GCP"
+    AZURE = "Azure"
+    VSPHERE = "VSphere"
+    BAREMETAL = "BareMetal"
+    NONE = "None"
+
+
+# Platforms whose MachineSets are enrolled by default (SPEC section 2 rule 1).
+DEFAULT_ENROLLED_PLATFORMS: Final = frozenset(
+    {Platform.AWS, Platform.GCP, Platform.AZURE, Platform.VSPHERE}
+)
+CPMS_PLATFORMS: Final = frozenset({Platform.AWS, Platform.GCP, Platform.AZURE})
+
+# providerSpec `kind` -> platform.
+PROVIDER_KIND_PLATFORM: Final = {
+    "AWSMachineProviderConfig": Platform.AWS,
+    "GCPMachineProviderSpec": Platform.GCP,
+    "AzureMachineProviderSpec": Platform.AZURE,
+    "VSphereMachineProviderSpec": Platform.VSPHERE,
+}
+
+
+class Action(StrEnum):
+    PATCH = "patch"
+    NOOP = "noop"
+    SKIP = "skip"
+    ERROR = "error"
+
+
+class Reason(StrEnum):
+    """Decision reasons (SPEC section 2). CamelCase, stable, machine-readable."""
+
+    NOT_ENROLLED = "NotEnrolled"
+    OWNED_BY_OTHER = "OwnedByOther"
+    WINDOWS = "Windows"
+    STREAM_NOT_AVAILABLE = "StreamNotAvailable"
+    STREAM_CHANGE_REQUIRES_LABEL = "StreamChangeRequiresLabel"
+    ARCHITECTURE_UNKNOWN = "ArchitectureUnknown"
+    INVALID_ARCHITECTURE = "InvalidArchitecture"
+    ARCHITECTURE_NOT_IN_STREAM = "ArchitectureNotInStream"
+    UNSUPPORTED_IMAGE_REFERENCE = "UnsupportedImageReference"
+    REGION_NOT_IN_STREAM = "RegionNotInStream"
+    CUSTOM_BOOT_IMAGE = "CustomBootImage"
+    UNKNOWN_BOOT_IMAGE = "UnknownBootImage"
+    IMAGE_NOT_IN_STREAM = "ImageNotInStream"
+    UNSUPPORTED_ARCHITECTURE = "UnsupportedArchitecture"
+    UNSUPPORTED_SECURITY_TYPE = "UnsupportedSecurityType"
+    MARKETPLACE_DATA_MISSING = "MarketplaceDataMissing"
+    MARKETPLACE_IMAGE_NOT_FOUND = "MarketplaceImageNotFound"
+    VCENTER_UNAVAILABLE = "VCenterUnavailable"
+    UNSUPPORTED_PLATFORM = "UnsupportedPlatform"
+    UP_TO_DATE = "UpToDate"
+    BOOT_IMAGE_OUTDATED = "BootImageOutdated"
+    INVALID_PROVIDER_SPEC = "InvalidProviderSpec"
+    INVALID_OBJECT = "InvalidObject"
+    INVALID_STREAM_DATA = "InvalidStreamData"
+    INVALID_ENROLLMENT = "InvalidEnrollment"
+    TARGET_IMAGE_NOT_FOUND = "TargetImageNotFound"
+    CLOUD_UNAVAILABLE = "CloudUnavailable"
+    HOT_LOOP = "HotLoop"
+    USER_DATA_INVALID = "UserDataInvalid"
+    PATCH_FAILED = "PatchFailed"
+
+
+# Skips an administrator can act on get a Warning event (SPEC section 3, Events).
+ACTIONABLE_SKIPS: Final = frozenset(
+    {
+        Reason.STREAM_NOT_AVAILABLE,
+        Reason.STREAM_CHANGE_REQUIRES_LABEL,
+        Reason.ARCHITECTURE_UNKNOWN,
+        Reason.ARCHITECTURE_NOT_IN_STREAM,
+        Reason.REGION_NOT_IN_STREAM,
+        Reason.UNKNOWN_BOOT_IMAGE,
+        Reason.MARKETPLACE_DATA_MISSING,
+        Reason.MARKETPLACE_IMAGE_NOT_FOUND,
+        Reason.TARGET_IMAGE_NOT_FOUND,
+    }
+)
+
+
+# --- conditions -----------------------------------------------------------------------------
+CONDITION_PROGRESSING: Final = "BootImageUpdateProgressing"
+CONDITION_DEGRADED: Final = "BootImageUpdateDegraded"
+CO_AVAILABLE: Final = "Available"
+CO_PROGRESSING: Final = "Progressing"
+CO_DEGRADED: Final = "Degraded"
+CO_UPGRADEABLE: Final = "Upgradeable"
+
+
+class SkewReason(StrEnum):
+    AS_EXPECTED = "AsExpected"
+    CLUSTER_BOOT_IMAGE_SKEW_ERROR = "ClusterBootImageSkewError"
+    BOOT_IMAGE_UPDATE_DEGRADED = "BootImageUpdateDegraded"
+
+
+class SkewMode(StrEnum):
+    AUTOMATIC = "Automatic"
+    MANUAL = "Manual"
+    NONE = "None"
+
+
+# --- events ---------------------------------------------------------------------------------
+EVENT_UPDATED: Final = "BootImageUpdated"
+EVENT_SKIPPED: Final = "BootImageUpdateSkipped"
+EVENT_FAILED: Final = "BootImageUpdateFailed"
+EVENT_HOT_LOOP: Final = "HotLoop"
+EVENT_COMPONENT: Final = "bootimage-controller"
+
+# --- metrics (SPEC section 6) ---------------------------------------------------------------
+METRIC_MACHINESETS: Final = "bootimage_controller_machinesets"
+METRIC_PATCHES: Final = "bootimage_controller_patches"  # prometheus-client appends _total
+METRIC_RECONCILE_DURATION: Final = "bootimage_controller_reconcile_duration_seconds"
+METRIC_API_REQUESTS: Final = "bootimage_controller_api_requests"  # _total appended
+METRIC_SKEW_UPGRADEABLE: Final = "bootimage_controller_skew_upgradeable"
+METRIC_SKEW_NONE: Final = "bootimage_controller_skew_enforcement_none"
+METRIC_CLUSTER_BOOT_IMAGE: Final = "bootimage_controller_cluster_boot_image"  # _info appended

@@ -1,0 +1,224 @@
+"""Plain data at the edges: what the planner reads and what it returns.
+
+`MachineResource` is a MachineSet or ControlPlaneMachineSet with its metadata parsed and its
+providerSpec kept raw (the platform rules validate it). `BootImageDecision` is the planner's
+answer. Both are frozen dataclasses so a decision can be logged, printed, compared in tests and
+handed to a writer without anyone mutating it on the way.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .constants import (
+    CPMS_KIND,
+    CPMS_PROVIDER_SPEC_PATH,
+    CPMS_TEMPLATE_LABELS_PATH,
+    MACHINESET_KIND,
+    MACHINESET_PROVIDER_SPEC_PATH,
+    MACHINESET_TEMPLATE_LABELS_PATH,
+    Action,
+)
+from .errors import InputError
+
+JsonPath = tuple[str | int, ...]
+
+
+def dotted(path: JsonPath) -> str:
+    """`("spec", "disks", 0, "image")` -> `spec.disks[0].image` (how the SPEC names fields)."""
+    out = ""
+    for part in path:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else part
+    return out
+
+
+@dataclass(frozen=True)
+class OwnerReference:
+    api_version: str
+    kind: str
+    name: str
+    uid: str
+    controller: bool = False
+
+
+@dataclass(frozen=True)
+class MachineResource:
+    """A MachineSet or the ControlPlaneMachineSet, metadata parsed, providerSpec raw."""
+
+    kind: str
+    namespace: str
+    name: str
+    uid: str
+    resource_version: str
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str]
+    owner_references: tuple[OwnerReference, ...]
+    template_labels: Mapping[str, str]
+    provider_spec_path: JsonPath
+    provider_spec: Any  # raw JSON value; the platform rules validate it
+    raw: Mapping[str, Any] = field(repr=False, compare=False)
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def display(self) -> str:
+        return f"{self.kind} {self.namespace}/{self.name}"
+
+    @classmethod
+    def from_object(cls, obj: Any, source: str = "") -> MachineResource:
+        """Parse the parts every rule needs. Raises `InputError` naming the object and field."""
+        where = source or "object"
+        if not isinstance(obj, Mapping):
+            raise InputError(where, None, f"expected an object, got {type(obj).__name__}")
+        kind = obj.get("kind")
+        if kind not in (MACHINESET_KIND, CPMS_KIND):
+            raise InputError(where, "kind", f"expected MachineSet or ControlPlaneMachineSet, got {kind!r}")
+        meta = obj.get("metadata")
+        if not isinstance(meta, Mapping):
+            raise InputError(where, "metadata", "missing or not an object")
+        name = meta.get("name")
+        if not isinstance(name, str) or not name:
+            raise InputError(where, "metadata.name", "missing or not a string")
+        namespace = meta.get("namespace", "")
+        where = f"{kind} {namespace}/{name}" if not source else f"{source}: {kind} {namespace}/{name}"
+        if not isinstance(namespace, str):
+            raise InputError(where, "metadata.namespace", "not a string")
+        labels = _string_map(meta.get("labels"), where, "metadata.labels")
+        annotations = _string_map(meta.get("annotations"), where, "metadata.annotations")
+        owners = _owner_references(meta.get("ownerReferences"), where)
+        is_cpms = kind == CPMS_KIND
+        spec_path = CPMS_PROVIDER_SPEC_PATH if is_cpms else MACHINESET_PROVIDER_SPEC_PATH
+        labels_path = CPMS_TEMPLATE_LABELS_PATH if is_cpms else MACHINESET_TEMPLATE_LABELS_PATH
+        template_labels = _string_map(get_path(obj, labels_path), where, dotted(labels_path))
+        return cls(
+            kind=kind,
+            namespace=namespace,
+            name=name,
+            uid=str(meta.get("uid") or ""),
+            resource_version=str(meta.get("resourceVersion") or ""),
+            labels=labels,
+            annotations=annotations,
+            owner_references=owners,
+            template_labels=template_labels,
+            provider_spec_path=spec_path,
+            provider_spec=get_path(obj, spec_path),
+            raw=obj,
+        )
+
+
+_MISSING = object()
+
+
+def get_path(obj: Any, path: JsonPath, default: Any = None) -> Any:
+    """Follow a path through nested dicts/lists; `default` when any step is missing."""
+    cur = obj
+    for part in path:
+        if isinstance(part, int):
+            if not isinstance(cur, list) or part >= len(cur):
+                return default
+            cur = cur[part]
+        else:
+            if not isinstance(cur, Mapping):
+                return default
+            cur = cur.get(part, _MISSING)
+            if cur is _MISSING:
+                return default
+    return cur
+
+
+def _string_map(value: Any, where: str, field_name: str) -> Mapping[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise InputError(where, field_name, f"expected a map of strings, got {type(value).__name__}")
+    for k, v in value.items():
+        if not isinstance(k, str) or not isinstance(v, str):
+            raise InputError(where, f"{field_name}[{k!r}]", "keys and values must be strings")
+    return dict(value)
+
+
+def _owner_references(value: Any, where: str) -> tuple[OwnerReference, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise InputError(where, "metadata.ownerReferences", "expected a list")
+    refs = []
+    for i, ref in enumerate(value):
+        if not isinstance(ref, Mapping):
+            raise InputError(where, f"metadata.ownerReferences[{i}]", "expected an object")
+        refs.append(
+            OwnerReference(
+                api_version=str(ref.get("apiVersion", "")),
+                kind=str(ref.get("kind", "")),
+                name=str(ref.get("name", "")),
+                uid=str(ref.get("uid", "")),
+                controller=bool(ref.get("controller", False)),
+            )
+        )
+    return tuple(refs)
+
+
+@dataclass(frozen=True)
+class FieldChange:
+    """One value the patch replaces, addressed from the object root."""
+
+    path: JsonPath
+    old: Any
+    new: Any
+
+
+@dataclass(frozen=True)
+class BootImageDecision:
+    """What the planner decided for one MachineSet (SPEC section 2 and the `plan -o json` shape)."""
+
+    kind: str
+    namespace: str
+    name: str
+    action: Action
+    reason: str
+    message: str
+    platform: str | None = None
+    architecture: str | None = None
+    stream: str | None = None
+    field: str | None = None
+    current: Any = None
+    target: Any = None
+    current_release: str | None = None
+    target_release: str | None = None
+    changes: tuple[FieldChange, ...] = ()
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    def to_json(self) -> dict[str, Any]:
+        """The `machineSets[]` entry of `plan -o json` (SPEC section 4), field names exact."""
+        return {
+            "namespace": self.namespace,
+            "name": self.name,
+            "kind": self.kind,
+            "platform": self.platform,
+            "architecture": self.architecture,
+            "stream": self.stream,
+            "action": str(self.action),
+            "reason": self.reason,
+            "message": self.message,
+            "field": self.field,
+            "current": _jsonable(self.current),
+            "target": _jsonable(self.target),
+            "currentRelease": self.current_release,
+            "targetRelease": self.target_release,
+        }
+
+
+def _jsonable(value: Any) -> Any:
+    # Values come from parsed JSON/YAML; a round trip guarantees plain types in the output.
+    return json.loads(json.dumps(value)) if value is not None else None
