@@ -95,6 +95,13 @@ CLAIM_HOLDER_NAMESPACE: Final = MAPI_NAMESPACE
 CLAIM_FINALIZER: Final = f"{_MCO}/boot-image-claims"
 LEASE_NAME: Final = "bootimage-controller"
 
+# --- stub Ignition (SPEC section 3) ---------------------------------------------------------
+# The key of the user-data Secret (`providerSpec.userDataSecret.name`) that holds the Ignition config.
+USER_DATA_SECRET_KEY: Final = "userData"
+# Spec 2.x stubs are converted to the Ignition v3_5 types' MaxVersion, as the Machine Config
+# Operator does (reference section 7); a new boot image only understands spec 3.
+STUB_IGNITION_TARGET_VERSION: Final = "3.5.0"
+
 # --- hot loop -------------------------------------------------------------------------------
 # Three writes of the same target are allowed; the fourth is refused (MCO HotLoopLimit = 3).
 HOT_LOOP_LIMIT: Final = 3
@@ -107,6 +114,14 @@ SKEW_DOCS_URL: Final = (
     "https://docs.redhat.com/en/documentation/openshift_container_platform/{version}"
     "/html/machine_configuration/mco-update-boot-skew-mgmt"
 )
+# The osstream label values the per-stream skew rule judges: `rhel-<major>`.
+OSSTREAM_RHEL_PREFIX: Final = "rhel-"
+# Aleph files (reference/stream-metadata.md section 5.1): CoreOS path first, then bootc's.
+SYSROOT_PATH: Final = "/sysroot"
+ALEPH_FILE: Final = ".coreos-aleph-version.json"
+BOOTC_ALEPH_FILE: Final = ".bootc-aleph.json"
+# How often the aleph-report node agent re-checks its Node's annotation (seconds).
+DEFAULT_ALEPH_REPORT_INTERVAL: Final = 600.0
 
 # --- cloud ----------------------------------------------------------------------------------
 AWS_RED_HAT_OWNER: Final = "531415883065"
@@ -193,6 +208,8 @@ class Reason(StrEnum):
     HOT_LOOP = "HotLoop"
     USER_DATA_INVALID = "UserDataInvalid"
     PATCH_FAILED = "PatchFailed"
+    # vSphere: the template VM holds another release; refreshing it is a vCenter OVA import.
+    TEMPLATE_REFRESH_REQUIRED = "TemplateRefreshRequired"
 
 
 # Skips an administrator can act on get a Warning event (SPEC section 3, Events).
@@ -207,6 +224,7 @@ ACTIONABLE_SKIPS: Final = frozenset(
         Reason.MARKETPLACE_DATA_MISSING,
         Reason.MARKETPLACE_IMAGE_NOT_FOUND,
         Reason.TARGET_IMAGE_NOT_FOUND,
+        Reason.TEMPLATE_REFRESH_REQUIRED,
     }
 )
 
@@ -218,6 +236,24 @@ CO_AVAILABLE: Final = "Available"
 CO_PROGRESSING: Final = "Progressing"
 CO_DEGRADED: Final = "Degraded"
 CO_UPGRADEABLE: Final = "Upgradeable"
+# The kind labels in our condition messages (the Machine Config Operator's wording).
+MAPI_MACHINESETS_LABEL: Final = "MAPI MachineSets"
+CPMS_LABEL: Final = "ControlPlaneMachineSets"
+# metav1.Condition caps messages at 32768 characters; longer ones fail validation.
+CONDITION_MESSAGE_MAX: Final = 32768
+
+
+class ConditionReason(StrEnum):
+    """Reasons on our MachineConfiguration and ClusterOperator conditions (not decision reasons)."""
+
+    AS_EXPECTED = "AsExpected"
+    RECONCILED = "Reconciled"
+    RECONCILING = "Reconciling"
+    MACHINE_SET_ERRORS = "MachineSetErrors"
+    BOOT_IMAGES_CONFIGMAP_INVALID = "BootImagesConfigMapInvalid"
+    CLUSTER_NOT_STABLE = "ClusterNotStable"
+    INITIALIZING = "Initializing"
+    NOT_EVALUATED = "NotEvaluated"
 
 
 class SkewReason(StrEnum):
@@ -238,6 +274,8 @@ EVENT_SKIPPED: Final = "BootImageUpdateSkipped"
 EVENT_FAILED: Final = "BootImageUpdateFailed"
 EVENT_HOT_LOOP: Final = "HotLoop"
 EVENT_COMPONENT: Final = "bootimage-controller"
+EVENT_TYPE_NORMAL: Final = "Normal"
+EVENT_TYPE_WARNING: Final = "Warning"
 
 # --- metrics (SPEC section 6) ---------------------------------------------------------------
 METRIC_MACHINESETS: Final = "bootimage_controller_machinesets"

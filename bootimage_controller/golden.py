@@ -371,7 +371,7 @@ def merge_marketplace(stream_doc: Mapping[str, Any], overlay: Mapping[str, Any])
     Mirrors installer `hack/build-coreos-manifest.go`: each architecture's overlay lands in
     `architectures.<arch>.rhel-coreos-extensions.marketplace`. Returns a new document.
     """
-    merged = json.loads(json.dumps(stream_doc))
+    merged: dict[str, Any] = json.loads(json.dumps(stream_doc))
     for arch, market in overlay.items():
         arch_node = merged.setdefault("architectures", {}).get(arch)
         if arch_node is None:

@@ -194,6 +194,10 @@ class BootImageDecision:
     current_release: str | None = None
     target_release: str | None = None
     changes: tuple[FieldChange, ...] = ()
+    # Not part of `plan -o json`: where the image lives (AWS region, GCP zone, Azure location) and
+    # which evidence gave `current_release` (see skew.record.ReleaseSource), for cloud lookups and skew.
+    location: str | None = None
+    current_release_source: str | None = None
 
     @property
     def key(self) -> str:
