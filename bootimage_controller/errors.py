@@ -41,3 +41,7 @@ class SelectorError(InputError):
 
 class AlephError(InputError):
     """An aleph file that is not one of the known formats."""
+
+
+class UserDataError(InputError):
+    """A user-data secret's Ignition config that cannot be parsed, or cannot be carried to spec 3."""

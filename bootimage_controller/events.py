@@ -1,0 +1,291 @@
+"""Kubernetes Events on the objects we act on (SPEC section 3, Events).
+
+`EventRecorder.emit` creates a core/v1 Event in the object's namespace. Like client-go's
+`EventCorrelator`:
+- a repeat (same object, type, reason and message within `window` seconds) patches the existing
+  Event's `count` and `lastTimestamp` instead of creating another one;
+- a per-object token bucket (burst 25, one more every 5 minutes) drops floods.
+Unlike client-go, messages that differ are never merged into "(combined from similar events)":
+our messages name the image and the fix, and merging would hide them.
+
+Events are best effort: `emit` never raises (errors are logged and the event dropped), so a
+failing Events API can never fail a reconcile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Protocol, cast
+
+import structlog
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from .constants import (
+    CONFIG_GROUP,
+    CONFIG_VERSION,
+    CPMS_KIND,
+    CPMS_VERSION,
+    EVENT_COMPONENT,
+    EVENT_TYPE_NORMAL,
+    EVENT_TYPE_WARNING,
+    MACHINE_API_GROUP,
+    MACHINECONFIGURATION_KIND,
+    MACHINESET_KIND,
+    MACHINESET_VERSION,
+    OPERATOR_GROUP,
+    OPERATOR_VERSION,
+)
+from .kube.retry import Sleep, describe, with_retries
+
+if TYPE_CHECKING:
+    from kubernetes_asyncio.client import CoreV1Api
+
+log = structlog.get_logger(__name__)
+
+# Events of cluster-scoped objects go to `default`, as client-go does.
+CLUSTER_SCOPED_EVENT_NAMESPACE = "default"
+# The events.k8s.io/v1 `note` limit; core/v1 has none, but a longer message helps nobody.
+MAX_EVENT_MESSAGE = 1024
+_MERGE_PATCH = "application/merge-patch+json"
+
+# apiVersion by kind, for objects that do not carry one.
+_API_VERSIONS = {
+    MACHINESET_KIND: f"{MACHINE_API_GROUP}/{MACHINESET_VERSION}",
+    CPMS_KIND: f"{MACHINE_API_GROUP}/{CPMS_VERSION}",
+    MACHINECONFIGURATION_KIND: f"{OPERATOR_GROUP}/{OPERATOR_VERSION}",
+    "ClusterOperator": f"{CONFIG_GROUP}/{CONFIG_VERSION}",
+    "ConfigMap": "v1",
+    "Node": "v1",
+    "Secret": "v1",
+}
+
+
+class Involved(Protocol):
+    """The object an Event is about; `model.MachineResource` has these."""
+
+    @property
+    def kind(self) -> str: ...
+    @property
+    def namespace(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def uid(self) -> str: ...
+
+
+class CoreV1ApiLike(Protocol):
+    """The subset of `kubernetes_asyncio.client.CoreV1Api` the recorder calls (the real class
+    qualifies at run time; its stubs leave out `_content_type`, so it is also accepted by name)."""
+
+    def create_namespaced_event(self, namespace: str, body: Any) -> Awaitable[Any]: ...
+    def patch_namespaced_event(
+        self, name: str, namespace: str, body: Any, *, _content_type: str
+    ) -> Awaitable[Any]: ...
+
+
+@dataclass(frozen=True)
+class ObjectRef:
+    """An `involvedObject`: the parts the aggregation key uses."""
+
+    kind: str
+    namespace: str
+    name: str
+    uid: str
+    api_version: str
+
+    @classmethod
+    def of(cls, obj: Involved) -> ObjectRef:
+        api_version = getattr(obj, "api_version", None) or getattr(obj, "apiVersion", None)
+        return cls(
+            kind=obj.kind,
+            namespace=obj.namespace or "",
+            name=obj.name,
+            uid=obj.uid or "",
+            api_version=str(api_version or _API_VERSIONS.get(obj.kind, "")),
+        )
+
+    def to_dict(self) -> dict[str, str]:
+        out = {"kind": self.kind, "name": self.name}
+        if self.namespace:
+            out["namespace"] = self.namespace
+        if self.uid:
+            out["uid"] = self.uid
+        if self.api_version:
+            out["apiVersion"] = self.api_version
+        return out
+
+
+@dataclass
+class _Recorded:
+    namespace: str
+    name: str
+    count: int
+    seen_at: float  # monotonic
+
+
+class _SpamFilter:
+    """One token bucket per object: `burst` events, refilled at `per_second`; over it, drop."""
+
+    def __init__(self, burst: int, per_second: float, clock: Callable[[], float], size: int) -> None:
+        self._burst = float(burst)
+        self._rate = per_second
+        self._clock = clock
+        self._size = size
+        self._buckets: OrderedDict[ObjectRef, tuple[float, float]] = OrderedDict()
+
+    def allow(self, ref: ObjectRef) -> bool:
+        now = self._clock()
+        tokens, last = self._buckets.pop(ref, (self._burst, now))
+        tokens = min(self._burst, tokens + (now - last) * self._rate)
+        allowed = tokens >= 1.0
+        self._buckets[ref] = (tokens - 1.0 if allowed else tokens, now)
+        while len(self._buckets) > self._size:
+            self._buckets.popitem(last=False)
+        return allowed
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _rfc3339(t: datetime) -> str:
+    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class EventRecorder:
+    """Creates and aggregates core/v1 Events. Counters `created`, `aggregated`, `dropped`."""
+
+    def __init__(
+        self,
+        core_api: CoreV1Api | CoreV1ApiLike,
+        component: str = EVENT_COMPONENT,
+        host: str | None = None,
+        *,
+        window: float = 600.0,
+        burst: int = 25,
+        refill_per_second: float = 1.0 / 300.0,
+        cache_size: int = 4096,
+        attempts: int = 2,
+        clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], datetime] = _now,
+        sleep: Sleep = asyncio.sleep,
+    ) -> None:
+        self._api = cast(CoreV1ApiLike, core_api)
+        self.component = component
+        self.host = host if host is not None else socket.gethostname()
+        self._window = window
+        self._cache_size = cache_size
+        self._attempts = attempts
+        self._clock = clock
+        self._wall = wall
+        self._sleep = sleep
+        self._spam = _SpamFilter(burst, refill_per_second, clock, cache_size)
+        self._recent: OrderedDict[tuple[ObjectRef, str, str, str], _Recorded] = OrderedDict()
+        self._lock = asyncio.Lock()
+        self.created = 0
+        self.aggregated = 0
+        self.dropped = 0
+        self._last_ns = 0
+
+    async def emit(self, involved: Involved, type: str, reason: str, message: str) -> None:
+        """Record an Event about `involved`. Never raises."""
+        try:
+            ref = ObjectRef.of(involved)
+        except Exception as exc:
+            self.dropped += 1
+            log.warning("event dropped: not an object reference", reason=reason, error=describe(exc))
+            return
+        if type not in (EVENT_TYPE_NORMAL, EVENT_TYPE_WARNING):
+            self.dropped += 1
+            log.warning("event dropped: unsupported type", type=type, reason=reason, object=ref.name)
+            return
+        message = message if len(message) <= MAX_EVENT_MESSAGE else message[: MAX_EVENT_MESSAGE - 3] + "..."
+        async with self._lock:  # one at a time: two repeats must not both create
+            if not self._spam.allow(ref):
+                self.dropped += 1
+                log.debug("event dropped by rate limit", kind=ref.kind, name=ref.name, reason=reason)
+                return
+            try:
+                await self._record(ref, str(type), str(reason), message)
+            except Exception as exc:
+                self.dropped += 1
+                log.warning(
+                    "event dropped",
+                    kind=ref.kind,
+                    namespace=ref.namespace,
+                    name=ref.name,
+                    reason=reason,
+                    error=describe(exc),
+                )
+
+    async def _record(self, ref: ObjectRef, type_: str, reason: str, message: str) -> None:
+        key = (ref, type_, reason, message)
+        now_mono = self._clock()
+        stamp = _rfc3339(self._wall())
+        seen = self._recent.get(key)
+        fresh = seen is not None and now_mono - seen.seen_at <= self._window
+        if seen is not None and fresh and await self._bump(seen, stamp):
+            seen.seen_at = now_mono
+            self._recent.move_to_end(key)
+            return
+        namespace = ref.namespace or CLUSTER_SCOPED_EVENT_NAMESPACE
+        name = f"{ref.name}.{self._unique_ns():x}"
+        body = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": name, "namespace": namespace},
+            "involvedObject": ref.to_dict(),
+            "type": type_,
+            "reason": reason,
+            "message": message,
+            "source": {"component": self.component, "host": self.host},
+            "reportingComponent": self.component,
+            "reportingInstance": self.host,
+            "firstTimestamp": stamp,
+            "lastTimestamp": stamp,
+            "count": 1,
+        }
+        await with_retries(
+            lambda: self._api.create_namespaced_event(namespace, body),
+            what=f"create event {namespace}/{name}",
+            attempts=self._attempts,
+            sleep=self._sleep,
+        )
+        self.created += 1
+        self._remember(key, _Recorded(namespace, name, 1, now_mono))
+
+    async def _bump(self, seen: _Recorded, stamp: str) -> bool:
+        """Count a repeat on the existing Event; False if it is gone (expired: create anew)."""
+        body = {"count": seen.count + 1, "lastTimestamp": stamp}
+        try:
+            await with_retries(
+                lambda: self._api.patch_namespaced_event(
+                    seen.name, seen.namespace, body, _content_type=_MERGE_PATCH
+                ),
+                what=f"patch event {seen.namespace}/{seen.name}",
+                attempts=self._attempts,
+                sleep=self._sleep,
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise
+        seen.count += 1
+        self.aggregated += 1
+        return True
+
+    def _unique_ns(self) -> int:
+        """client-go names Events `<object>.<unix nanoseconds in hex>`; never reuse one."""
+        self._last_ns = max(time.time_ns(), self._last_ns + 1)
+        return self._last_ns
+
+    def _remember(self, key: tuple[ObjectRef, str, str, str], rec: _Recorded) -> None:
+        self._recent[key] = rec
+        while len(self._recent) > self._cache_size:
+            self._recent.popitem(last=False)
