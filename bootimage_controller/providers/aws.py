@@ -13,20 +13,17 @@ from the cloud instead and does not need its region in the stream.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, replace
 from typing import Any
 
 from ..cloud.facts import CloudImage
+from ..cloud.marketplace import image_release, marketplace_product_id, pick_marketplace_image, version_token
 from ..cloud.releases import release_in_text
 from ..constants import AWS_MARKETPLACE_OWNER, AWS_RED_HAT_OWNER, Platform, Reason
 from ..golden import ArchBootImages
 from ..model import FieldChange
 from ._common import ReleaseSource, SpecReader, image_key, verify_target
 from .base import RuleContext, RuleOutcome, Skip, Target
-
-_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.IGNORECASE)
-_TOKEN = re.compile(r"(\d+)\.(\d+)\.")
 
 
 @dataclass(frozen=True)
@@ -214,22 +211,6 @@ def _not_known(ctx: RuleContext, read: SpecReader, ami: _Ami, cloud: CloudImage 
 # --- AWS Marketplace ---------------------------------------------------------------------------
 
 
-def _token(text: str | None) -> tuple[int, int] | None:
-    """`9.6.20260210-0` -> (9, 6): the major.minor the Marketplace rule compares."""
-    m = _TOKEN.match(text or "")
-    return (int(m.group(1)), int(m.group(2))) if m else None
-
-
-def _product_id(name: str | None) -> str | None:
-    """The trailing UUID of a Marketplace AMI name (its last five `-`-separated groups)."""
-    if not name:
-        return None
-    tail = "-".join(name.split("-")[-5:])
-    return tail.lower() if _UUID.fullmatch(tail) else None
-
-
-def _image_release(image: CloudImage) -> str | None:
-    return image.release or release_in_text(image.description) or release_in_text(image.name)
 
 
 class _Marketplace:
@@ -248,19 +229,20 @@ class _Marketplace:
             f"{self.who} {message}",
             field=self.field,
             current=self.ami.raw,
-            current_release=_image_release(self.current),
+            current_release=image_release(self.current),
             current_release_source=str(ReleaseSource.CLOUD),
             location=self.ami.region,
         )
 
     def resolve(self) -> RuleOutcome:
-        product = _product_id(self.current.name)
+        product = marketplace_product_id(self.current.name)
         if product is None:
             return self.skip(
                 Reason.UNKNOWN_BOOT_IMAGE,
                 f"has no product id (trailing UUID) in its name {self.current.name!r}; cannot find its successor",
             )
-        wanted = _token(self.ctx.images.artifact_releases.get("aws")) or self._region_token()
+        wanted_release = self._wanted_release()
+        wanted = version_token(wanted_release)
         if wanted is None:
             return self.skip(
                 Reason.MARKETPLACE_IMAGE_NOT_FOUND,
@@ -280,7 +262,7 @@ class _Marketplace:
                 f"belongs to product {product}, whose Marketplace AMIs were not looked up; run with "
                 "cloud verification to resolve it",
             )
-        best = _best_candidate(listing.images, wanted)
+        best = pick_marketplace_image(listing.images, wanted_release)
         if best is None:
             return self.skip(
                 Reason.MARKETPLACE_IMAGE_NOT_FOUND,
@@ -295,34 +277,19 @@ class _Marketplace:
             current=self.ami.raw,
             target=new,
             changes=(FieldChange(self.field, self.ami.raw, new),),
-            target_release=_image_release(best),
-            current_release=_image_release(self.current),
+            target_release=image_release(best),
+            current_release=image_release(self.current),
             current_release_source=str(ReleaseSource.CLOUD),
             location=self.ami.region,
         )
 
-    def _region_token(self) -> tuple[int, int] | None:
+    def _wanted_release(self) -> str | None:
+        release = self.ctx.images.artifact_releases.get("aws")
+        if version_token(release) is not None:
+            return release
         entry = (self.ctx.images.aws_regions or {}).get(self.ami.region)
         if entry is None and self.ctx.images.aws_regions:
             entry = next(iter(self.ctx.images.aws_regions.values()))
-        return _token(entry.release) if entry else None
+        return entry.release if entry else None
 
-
-def _best_candidate(images: tuple[CloudImage, ...], wanted: tuple[int, int]) -> CloudImage | None:
-    """Highest major.minor token <= `wanted`, ties broken by the newest creation date.
-
-    Pre-4.19 releases (`418.94.*`) have a major far above any RHEL major, so they never qualify.
-    """
-    best: CloudImage | None = None
-    best_key: tuple[tuple[int, int], str] | None = None
-    for image in images:
-        if not (image.exists and image.available):
-            continue
-        token = _token(_image_release(image))
-        if token is None or token > wanted:
-            continue
-        key = (token, image.creation_date or "")
-        if best_key is None or key > best_key:
-            best, best_key = image, key
-    return best
 

@@ -1,0 +1,202 @@
+"""Azure Marketplace image lookups: `ComputeManagementClient.virtual_machine_images.get`.
+
+The sync client runs in threads (`asyncio.to_thread` in the verifier), like boto3 and compute_v1,
+which have no asyncio clients at all: one concurrency model, one timeout story, and no aiohttp
+session or async credential to close when the Secret rotates. Lookups are few and cached, so
+threads cost nothing worth the second model.
+
+Endpoint: `--azure-endpoint` (passed in explicitly) or `BOOTIMAGE_AZURE_ENDPOINT`, for sovereign
+or private clouds; the token scope follows the endpoint. The production client keeps the ARM
+bearer policy, which refuses plain http: tests against a local http fake replace the whole
+client through `client_factory`, never by relaxing https checks here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from azure.core.exceptions import ResourceNotFoundError
+
+from ..constants import Platform
+from ..errors import InputError, VersionError
+from ..skew.versions import parse_rhcos_version
+from .credentials import AzureCredentials
+from .facts import CloudImage, ImageKey
+
+AZURE_ENDPOINT_ENV = "BOOTIMAGE_AZURE_ENDPOINT"
+# Marketplace images the publisher has retired can no longer boot new VMs.
+_DEPRECATED = "deprecated"
+
+
+@dataclass(frozen=True)
+class AzureOptions:
+    retry_total: int = 4
+    retry_backoff_factor: float = 0.8
+    retry_backoff_max: float = 30.0
+    connection_timeout: float = 10.0
+    read_timeout: float = 30.0
+
+    def client_kwargs(self) -> dict[str, Any]:
+        return {
+            "retry_total": self.retry_total,
+            "retry_backoff_factor": self.retry_backoff_factor,
+            "retry_backoff_max": self.retry_backoff_max,
+            "connection_timeout": self.connection_timeout,
+            "read_timeout": self.read_timeout,
+        }
+
+
+ClientFactory = Callable[[AzureCredentials, str | None, AzureOptions], Any]
+
+
+@dataclass(frozen=True)
+class AzureImageUrn:
+    publisher: str
+    offer: str
+    sku: str
+    version: str
+
+    def __str__(self) -> str:
+        return f"{self.publisher}:{self.offer}:{self.sku}:{self.version}"
+
+
+def parse_urn(urn: str) -> AzureImageUrn:
+    parts = urn.split(":") if isinstance(urn, str) else []
+    if len(parts) != 4 or not all(p.strip() for p in parts):
+        raise InputError("Azure image", None, f"{urn!r} is not publisher:offer:sku:version")
+    return AzureImageUrn(*(p.strip() for p in parts))
+
+
+def image_urn(publisher: str, offer: str, sku: str, version: str) -> str:
+    """The `ImageKey.image` form of an Azure Marketplace image."""
+    return str(AzureImageUrn(publisher, offer, sku, version))
+
+
+def resolve_endpoint(explicit: str | None = None) -> str | None:
+    return explicit or os.environ.get(AZURE_ENDPOINT_ENV) or None
+
+
+def make_credential(credentials: AzureCredentials) -> Any:
+    # Imported here, like the client: needless start-up cost on other clouds.
+    from azure.identity import ClientSecretCredential, WorkloadIdentityCredential
+
+    if credentials.federated_token_file:
+        return WorkloadIdentityCredential(
+            tenant_id=credentials.tenant_id,
+            client_id=credentials.client_id,
+            token_file_path=credentials.federated_token_file,
+        )
+    return ClientSecretCredential(
+        tenant_id=credentials.tenant_id,
+        client_id=credentials.client_id,
+        client_secret=credentials.client_secret or "",
+    )
+
+
+def make_client(credentials: AzureCredentials, endpoint: str | None, options: AzureOptions) -> Any:
+    """The production client (ARM bearer policy, https only)."""
+    from azure.mgmt.compute import ComputeManagementClient
+
+    kwargs = options.client_kwargs()
+    if endpoint:
+        kwargs["base_url"] = endpoint
+        kwargs["credential_scopes"] = [endpoint.rstrip("/") + "/.default"]
+    return ComputeManagementClient(make_credential(credentials), credentials.subscription_id, **kwargs)
+
+
+class AzureImages:
+    """Marketplace image lookups for one set of credentials; `set_credentials` rebuilds."""
+
+    def __init__(
+        self,
+        credentials: AzureCredentials,
+        endpoint: str | None = None,
+        options: AzureOptions | None = None,
+        client_factory: ClientFactory = make_client,
+    ) -> None:
+        self._credentials = credentials
+        self._endpoint = resolve_endpoint(endpoint)
+        self._options = options or AzureOptions()
+        self._factory = client_factory
+        self._lock = threading.Lock()
+        self._client: Any = None
+
+    @property
+    def credentials(self) -> AzureCredentials:
+        return self._credentials
+
+    @property
+    def endpoint(self) -> str | None:
+        return self._endpoint
+
+    def set_credentials(self, credentials: AzureCredentials) -> bool:
+        with self._lock:
+            if credentials == self._credentials:
+                return False
+            self._credentials = credentials
+            # Not closed: a lookup may still be using it; it goes with its last reference.
+            self._client = None
+            return True
+
+    def client(self) -> Any:
+        with self._lock:
+            if self._client is None:
+                self._client = self._factory(self._credentials, self._endpoint, self._options)
+            return self._client
+
+    def close(self) -> None:
+        with self._lock:
+            old, self._client = self._client, None
+        _close(old)
+
+    def get_marketplace_image(self, location: str, publisher: str, offer: str, sku: str, version: str) -> CloudImage:
+        key = ImageKey(Platform.AZURE.value, location, image_urn(publisher, offer, sku, version))
+        try:
+            image = self.client().virtual_machine_images.get(location, publisher, offer, sku, version)
+        except ResourceNotFoundError:
+            return CloudImage(key, exists=False)
+        return to_cloud_image(key, publisher, version, image)
+
+    def get_image(self, location: str, urn: str) -> CloudImage:
+        """Same lookup from an `ImageKey`-style URN."""
+        u = parse_urn(urn)
+        return self.get_marketplace_image(location, u.publisher, u.offer, u.sku, u.version)
+
+
+def to_cloud_image(key: ImageKey, publisher: str, version: str, image: Any) -> CloudImage:
+    status = getattr(image, "image_deprecation_status", None)
+    raw_state = getattr(status, "image_state", None) or ""
+    # The SDK returns a str-based enum whose str() is `ImageState.DEPRECATED`: use its value.
+    state = str(getattr(raw_state, "value", raw_state)).lower()
+    return CloudImage(
+        key=key,
+        exists=True,
+        available=state != _DEPRECATED,
+        owner=publisher,
+        name=getattr(image, "name", None) or version,
+        description=None,
+        release=_release(version),
+        creation_date=None,
+    )
+
+
+def _release(version: str) -> str | None:
+    # Marketplace versions are RHCOS build ids only sometimes (`4.18.2025031114` is not one).
+    try:
+        parse_rhcos_version(version)
+    except VersionError:
+        return None
+    return version
+
+
+def _close(client: Any) -> None:
+    close = getattr(client, "close", None)
+    if callable(close):
+        # Closing a stale client must never break a lookup.
+        with contextlib.suppress(Exception):
+            close()

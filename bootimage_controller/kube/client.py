@@ -1,0 +1,199 @@
+"""The Kubernetes API client: configuration, client-side rate limit, per-request metrics.
+
+Hook point. Every generated API method of kubernetes_asyncio ends in
+`ApiClient.__call_api`, which sends the request through the public method
+`ApiClient.request(method, url, query_params, ...)` (it only dispatches to
+`rest_client.GET/PUT/...`). Overriding that one method in a subclass sees every request
+(typed APIs, CustomObjectsApi, watches, which are GETs with `watch=True`) with the method,
+the full URL and the query parameters still separate, and both outcomes: the response status,
+or an `ApiException` carrying it. The alternatives are worse: monkeypatching `rest_client`
+instance attributes is invisible to readers, and an aiohttp `TraceConfig` must be passed when
+the session is created (inside `RESTClientObject.__init__`), cannot block for the rate limiter
+cleanly, and sees only the encoded URL.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import structlog
+from kubernetes_asyncio import config as kconfig
+from kubernetes_asyncio.client import ApiClient, Configuration
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from .. import __version__
+from ..constants import MCO_NAMESPACE
+from ..observability import API_REQUESTS
+from .retry import TokenBucket
+
+log = structlog.get_logger(__name__)
+
+DEFAULT_QPS = 20.0
+DEFAULT_BURST = 40
+USER_AGENT = f"bootimage-controller/{__version__}"
+SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+
+_WRITE_VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch"}
+
+
+class ClientConfigError(Exception):
+    """No usable kubeconfig and not running in a cluster."""
+
+
+def classify_request(method: str, url: str, query_params: Any = None) -> tuple[str, str]:
+    """(verb, resource) for a request, as the API server's audit log would name them.
+
+    `/api/v1/namespaces/ns/configmaps/x` -> ("get", "configmaps");
+    `/apis/g/v/namespaces/ns/machinesets?watch=True` -> ("watch", "machinesets");
+    a subresource is reported as `plural/sub` (`machinesets/status`). Discovery paths
+    (`/api`, `/apis/g/v`, `/version`) give resource "".
+    """
+    segments = [s for s in urlsplit(url).path.split("/") if s]
+    # A server URL may carry a path prefix (proxies); the API path starts at `api` or `apis`.
+    start = next((i for i, s in enumerate(segments) if s in ("api", "apis")), None)
+    rest: list[str] = []
+    if start is not None:
+        # core: api/v1/...; named groups: apis/<group>/<version>/...
+        rest = segments[start + (2 if segments[start] == "api" else 3) :]
+    if len(rest) >= 3 and rest[0] == "namespaces":
+        rest = rest[2:]
+    resource = rest[0] if rest else ""
+    name = rest[1] if len(rest) > 1 else None
+    if len(rest) > 2:
+        resource = f"{resource}/{rest[2]}"
+    method = method.upper()
+    if method in _WRITE_VERBS:
+        return _WRITE_VERBS[method], resource
+    if method == "DELETE":
+        return ("delete" if name else "deletecollection"), resource
+    if name is not None or not rest:
+        return "get", resource
+    return ("watch" if _is_watch(query_params) else "list"), resource
+
+
+def _is_watch(query_params: Any) -> bool:
+    items = query_params.items() if isinstance(query_params, dict) else (query_params or [])
+    return any(k == "watch" and str(v).lower() in ("true", "1") for k, v in items)
+
+
+class InstrumentedApiClient(ApiClient):
+    """An `ApiClient` whose every request waits for the token bucket and is counted."""
+
+    def __init__(self, configuration: Any, limiter: TokenBucket | None = None) -> None:
+        super().__init__(configuration)
+        self.limiter = limiter
+        self.user_agent = USER_AGENT
+
+    async def request(
+        self,
+        method: str,
+        url: str,
+        query_params: Any = None,
+        headers: Any = None,
+        post_params: Any = None,
+        body: Any = None,
+        _preload_content: bool = True,
+        _request_timeout: Any = None,
+    ) -> Any:
+        verb, resource = classify_request(method, url, query_params)
+        if self.limiter is not None:
+            await self.limiter.acquire()
+        code = "error"
+        try:
+            response = await super().request(
+                method,
+                url,
+                query_params=query_params,
+                headers=headers,
+                post_params=post_params,
+                body=body,
+                _preload_content=_preload_content,
+                _request_timeout=_request_timeout,
+            )
+            code = str(response.status)
+            return response
+        except ApiException as exc:
+            code = str(exc.status)
+            raise
+        finally:
+            API_REQUESTS.labels(verb=verb, resource=resource, code=code).inc()
+
+
+async def load_configuration(kubeconfig: str | None) -> Any:
+    """A `Configuration` from `kubeconfig`; else in-cluster; else `$KUBECONFIG` / `~/.kube/config`."""
+    cfg = Configuration()
+    if kubeconfig:
+        await kconfig.load_kube_config(config_file=kubeconfig, client_configuration=cfg, persist_config=False)
+        return cfg
+    if os.environ.get("KUBERNETES_SERVICE_HOST"):
+        # Sync in kubernetes_asyncio; it re-reads the projected token before it expires.
+        kconfig.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
+        return cfg
+    default = Path(os.path.expanduser(os.environ.get("KUBECONFIG", "~/.kube/config").split(os.pathsep)[0]))
+    if default.exists():
+        await kconfig.load_kube_config(
+            config_file=str(default), client_configuration=cfg, persist_config=False
+        )
+        return cfg
+    raise ClientConfigError(
+        "no Kubernetes configuration: pass --kubeconfig, set KUBECONFIG, or run in a cluster"
+    )
+
+
+async def make_api_client(
+    kubeconfig: str | None, *, qps: float = DEFAULT_QPS, burst: int = DEFAULT_BURST
+) -> InstrumentedApiClient:
+    """An `ApiClient` limited to `qps`/`burst` requests (`qps <= 0`: unlimited) and metered.
+
+    Close it with `await api.close()` (or use it as an async context manager).
+    """
+    cfg = await load_configuration(kubeconfig)
+    limiter = TokenBucket(qps, burst) if qps > 0 else None
+    log.debug("kubernetes client configured", host=cfg.host, qps=qps, burst=burst)
+    return InstrumentedApiClient(cfg, limiter)
+
+
+def current_namespace(default: str = MCO_NAMESPACE) -> str:
+    """The daemon's own namespace: `$POD_NAMESPACE`, the service account's, else `default`."""
+    env = os.environ.get("POD_NAMESPACE")
+    if env:
+        return env
+    try:
+        text = SERVICE_ACCOUNT_NAMESPACE.read_text().strip()
+    except OSError:
+        return default
+    return text or default
+
+
+async def raise_for_status(resp: Any) -> None:
+    """Raise `ApiException` for a non-2xx raw response.
+
+    With `_preload_content=False` (watches, and reads that want the server's JSON as dicts)
+    kubernetes_asyncio returns the aiohttp response without checking its status.
+    """
+    if 200 <= resp.status <= 299:
+        return
+    text = (await resp.read()).decode("utf-8", "replace")
+    reason = resp.reason
+    try:
+        status = json.loads(text)
+        reason = f"{status.get('reason') or resp.reason}: {status.get('message', '')}"
+    except (ValueError, AttributeError):
+        pass
+    exc = ApiException(status=resp.status, reason=reason)
+    exc.body = text
+    exc.headers = resp.headers
+    raise exc
+
+
+async def read_json(resp: Any) -> Any:
+    """The JSON body of a raw response (`_preload_content=False`), after `raise_for_status`."""
+    try:
+        await raise_for_status(resp)
+        return json.loads(await resp.read())
+    finally:
+        resp.release()

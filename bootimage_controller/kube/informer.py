@@ -1,0 +1,490 @@
+"""An informer: a local cache of one kind of object kept current by list + watch.
+
+client-go's reflector/informer pattern, in one asyncio task:
+1. LIST (paged, a consistent read), replace the cache, emit add/update/delete for the difference
+   with what the cache held, set `has_synced`.
+2. WATCH from the list's resourceVersion with bookmarks and a server-side timeout; apply each
+   event to the cache and emit it. A timeout ends the stream normally: watch again from the last
+   resourceVersion seen (bookmarks keep it fresh on quiet selectors).
+3. 410 Gone (an HTTP 410, or an ERROR event with code 410, after etcd compaction): back to 1. The
+   diff in step 1 delivers every change made while the watch was broken, deletions included.
+4. Any other error: capped exponential backoff, then watch (or list) again.
+
+Objects are the API server's JSON as dicts (`kind`/`apiVersion` filled in for list items, which
+the server omits for built-in kinds). Handlers run synchronously on the event loop and must not
+block or mutate the objects: they typically put a key on a `WorkQueue`.
+
+kubernetes_asyncio's `Watch` helper is not used: it deserialises into models we do not want, sends
+a stale resourceVersion once more after a 410 when no timeout is set, and hides the HTTP status
+of the watch request. Reading the newline-delimited JSON stream ourselves is shorter than working
+around it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import json
+import logging
+import random
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+from kubernetes_asyncio.client import CoreV1Api, CustomObjectsApi
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from .client import raise_for_status, read_json
+from .retry import Backoff, describe
+
+log = structlog.get_logger(__name__)
+
+KubeObject = dict[str, Any]
+AddHandler = Callable[[KubeObject], None]
+UpdateHandler = Callable[[KubeObject, KubeObject], None]
+DeleteHandler = Callable[[KubeObject], None]
+
+LIST_PAGE_SIZE = 500
+LIST_TIMEOUT = 60.0
+CONNECT_TIMEOUT = 10.0
+# A watch that ends this quickly without events counts as a failure (backoff), not a timeout.
+MIN_HEALTHY_WATCH = 1.0
+
+
+def object_key(obj: KubeObject) -> str:
+    """`namespace/name`, or `name` for cluster-scoped objects (client-go's MetaNamespaceKeyFunc)."""
+    meta = obj.get("metadata") or {}
+    namespace = meta.get("namespace")
+    name = str(meta.get("name", ""))
+    return f"{namespace}/{name}" if namespace else name
+
+
+def resource_version(obj: KubeObject) -> str | None:
+    rv = (obj.get("metadata") or {}).get("resourceVersion")
+    return str(rv) if rv is not None else None
+
+
+def _name_selector(name: str | None, field_selector: str | None) -> str | None:
+    parts = [p for p in (f"metadata.name={name}" if name else None, field_selector) if p]
+    return ",".join(parts) or None
+
+
+@dataclass(frozen=True)
+class ListWatch:
+    """What an informer lists and watches: a kubernetes_asyncio list method, its positional
+    arguments, and selectors (so only what is needed crosses the wire)."""
+
+    resource: str
+    list_fn: Callable[..., Awaitable[Any]]
+    args: tuple[Any, ...] = ()
+    label_selector: str | None = None
+    field_selector: str | None = None
+
+    @classmethod
+    def custom_objects(
+        cls,
+        api: Any,
+        group: str,
+        version: str,
+        plural: str,
+        namespace: str | None = None,
+        *,
+        name: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> ListWatch:
+        """A custom resource, namespaced (`namespace` given) or cluster-scoped."""
+        co = CustomObjectsApi(api)
+        fields = _name_selector(name, field_selector)
+        if namespace is None:
+            return cls(
+                plural, co.list_cluster_custom_object, (group, version, plural), label_selector, fields
+            )
+        return cls(
+            plural,
+            co.list_namespaced_custom_object,
+            (group, version, namespace, plural),
+            label_selector,
+            fields,
+        )
+
+    @classmethod
+    def config_maps(
+        cls,
+        api: Any,
+        namespace: str,
+        *,
+        name: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> ListWatch:
+        core = CoreV1Api(api)
+        fields = _name_selector(name, field_selector)
+        return cls("configmaps", core.list_namespaced_config_map, (namespace,), label_selector, fields)
+
+    @classmethod
+    def secrets(
+        cls,
+        api: Any,
+        namespace: str,
+        *,
+        name: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> ListWatch:
+        core = CoreV1Api(api)
+        fields = _name_selector(name, field_selector)
+        return cls("secrets", core.list_namespaced_secret, (namespace,), label_selector, fields)
+
+    @classmethod
+    def nodes(
+        cls,
+        api: Any,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> ListWatch:
+        return cls("nodes", CoreV1Api(api).list_node, (), label_selector, field_selector)
+
+    def selectors(self) -> dict[str, str]:
+        out: dict[str, str] = {}
+        if self.label_selector:
+            out["label_selector"] = self.label_selector
+        if self.field_selector:
+            out["field_selector"] = self.field_selector
+        return out
+
+    def describe(self) -> str:
+        where = "/".join(str(a) for a in self.args if a)
+        sel = ",".join(f"{k}={v}" for k, v in self.selectors().items())
+        return f"{where or self.resource}" + (f" [{sel}]" if sel else "")
+
+
+@dataclass(frozen=True)
+class _Handler:
+    on_add: AddHandler | None
+    on_update: UpdateHandler | None
+    on_delete: DeleteHandler | None
+
+
+class Informer:
+    """Cache + event source for one `ListWatch`. Run with `start()` (or `await run()`), end with `stop()`."""
+
+    def __init__(
+        self,
+        source: ListWatch,
+        *,
+        watch_timeout: float = 300.0,
+        backoff: Backoff | None = None,
+        name: str | None = None,
+        absent_ok: bool = False,
+    ) -> None:
+        """`absent_ok`: a 404 on LIST (the kind is not served, e.g. its CRD is not installed)
+        counts as synced-and-empty, and the list is retried with backoff until the kind appears;
+        `absent` says so meanwhile. Otherwise the informer stays unsynced until the list works."""
+        self.source = source
+        self.absent_ok = absent_ok
+        self.absent = False
+        self.name = name or source.resource
+        self.watch_timeout = watch_timeout
+        self.backoff = backoff or Backoff(base=0.5, cap=30.0)
+        self.has_synced = asyncio.Event()
+        self.resource_version: str | None = None
+        self.last_error: str | None = None
+        self.list_count = 0
+        self._events_since_list = 0
+        self._cache: dict[str, KubeObject] = {}
+        self._handlers: list[_Handler] = []
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = False
+        self._log = log.bind(informer=self.name, source=source.describe())
+
+    # --- cache reads ---------------------------------------------------------------------------
+
+    def get(self, key: str) -> KubeObject | None:
+        return self._cache.get(key)
+
+    def get_by_name(self, name: str, namespace: str | None = None) -> KubeObject | None:
+        return self._cache.get(f"{namespace}/{name}" if namespace else name)
+
+    def list(self) -> builtins.list[KubeObject]:
+        return list(self._cache.values())
+
+    def keys(self) -> builtins.list[str]:
+        return list(self._cache)
+
+    def __len__(self) -> int:
+        return len(self._cache)
+
+    async def wait_synced(self, timeout: float | None = None) -> bool:
+        try:
+            await asyncio.wait_for(self.has_synced.wait(), timeout)
+        except TimeoutError:
+            return False
+        return True
+
+    # --- handlers --------------------------------------------------------------------------------
+
+    def add_handler(
+        self,
+        *,
+        on_add: AddHandler | None = None,
+        on_update: UpdateHandler | None = None,
+        on_delete: DeleteHandler | None = None,
+    ) -> None:
+        """Register callbacks. Objects already cached are replayed to `on_add`, as in client-go."""
+        handler = _Handler(on_add, on_update, on_delete)
+        self._handlers.append(handler)
+        if on_add is not None:
+            for obj in list(self._cache.values()):
+                self._call(on_add, obj)
+
+    def _call(self, fn: Callable[..., None], *objs: KubeObject) -> None:
+        try:
+            fn(*objs)
+        except Exception:  # one bad handler must not stop the cache from following the server
+            self._log.exception("informer event handler failed", key=object_key(objs[-1]))
+
+    def _emit_add(self, obj: KubeObject) -> None:
+        for h in self._handlers:
+            if h.on_add is not None:
+                self._call(h.on_add, obj)
+
+    def _emit_update(self, old: KubeObject, new: KubeObject) -> None:
+        for h in self._handlers:
+            if h.on_update is not None:
+                self._call(h.on_update, old, new)
+
+    def _emit_delete(self, obj: KubeObject) -> None:
+        for h in self._handlers:
+            if h.on_delete is not None:
+                self._call(h.on_delete, obj)
+
+    # --- lifecycle -----------------------------------------------------------------------------
+
+    def start(self) -> asyncio.Task[None]:
+        """Run the informer in its own task (idempotent); `stop()` ends it."""
+        if self._task is None or self._task.done():
+            self._stopping = False
+            self._task = asyncio.get_running_loop().create_task(
+                self._list_and_watch(), name=f"informer-{self.name}"
+            )
+        return self._task
+
+    async def run(self) -> None:
+        """`start()` and wait: returns after `stop()`; cancelling it stops the informer."""
+        task = self.start()
+        try:
+            await task
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if self._stopping and not (current is not None and current.cancelling()):
+                return  # stop() cancelled the inner task, nobody cancelled us
+            raise
+
+    async def stop(self) -> None:
+        self._stopping = True
+        task = self._task
+        if task is not None and task is not asyncio.current_task() and not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    async def _list_and_watch(self) -> None:
+        """List and watch until stopped or cancelled. API errors never end it."""
+        need_list = True
+        attempt = 0
+        while not self._stopping:
+            error: str | None = None
+            try:
+                if need_list:
+                    await self._relist()
+                    need_list = False
+                started = time.monotonic()
+                events = await self._watch_once()
+                if not events and time.monotonic() - started < MIN_HEALTHY_WATCH:
+                    error = "watch closed at once"
+            except asyncio.CancelledError:
+                raise
+            except ApiException as exc:
+                error = describe(exc)
+                if exc.status == 404:
+                    if need_list and self.absent_ok:
+                        self._mark_absent()
+                    need_list = True  # a kind that vanished mid-watch (CRD deleted): list again
+                elif exc.status == 410:
+                    need_list = True
+                    self._log.info("watch expired (410), re-listing", resource_version=self.resource_version)
+                    # 410 straight after a list (no event since) would spin: back off instead.
+                    if self._events_since_list:
+                        error = None
+            except Exception as exc:
+                error = describe(exc)
+            self.last_error = error
+            if error is None:
+                attempt = 0
+                continue
+            delay = self.backoff.delay(attempt)
+            attempt += 1
+            self._log.log(
+                logging.DEBUG if self.absent else logging.WARNING,
+                "list/watch failed, retrying",
+                error=error,
+                phase="list" if need_list else "watch",
+                attempt=attempt,
+                retry_in=round(delay, 3),
+            )
+            await asyncio.sleep(delay)
+
+    # --- list ----------------------------------------------------------------------------------
+
+    async def _list_all(self) -> tuple[builtins.list[KubeObject], str | None]:
+        items: builtins.list[KubeObject] = []
+        cont: str | None = None
+        rv: str | None = None
+        while True:
+            kwargs: dict[str, Any] = {
+                **self.source.selectors(),
+                "limit": LIST_PAGE_SIZE,
+                "_preload_content": False,
+                "_request_timeout": LIST_TIMEOUT,
+            }
+            if cont:
+                kwargs["_continue"] = cont
+            page = await read_json(await self.source.list_fn(*self.source.args, **kwargs))
+            kind = str(page.get("kind", ""))
+            item_kind = kind[: -len("List")] if kind.endswith("List") else kind
+            for item in page.get("items") or []:
+                item.setdefault("apiVersion", page.get("apiVersion"))
+                item.setdefault("kind", item_kind)
+                items.append(item)
+            meta = page.get("metadata") or {}
+            rv = meta.get("resourceVersion")
+            cont = meta.get("continue")
+            if not cont:
+                return items, rv
+
+    def _mark_absent(self) -> None:
+        if not self.absent:
+            self._log.info("resource is not served by the API server; treating it as empty until it is")
+        self.absent = True
+        self._replace([], None)
+
+    async def _relist(self) -> None:
+        items, rv = await self._list_all()
+        if self.absent:
+            self._log.info("resource is served now")
+        self.absent = False
+        self.list_count += 1
+        self._events_since_list = 0
+        self.last_error = None
+        self._replace(items, rv)
+
+    def _replace(self, items: builtins.list[KubeObject], rv: str | None) -> None:
+        """Swap in a full listing; emit add/update/delete for what differs from the cache."""
+        fresh = {object_key(o): o for o in items}
+        old_cache = self._cache
+        self._cache = fresh
+        self.resource_version = rv
+        added = updated = 0
+        for key, obj in fresh.items():
+            old = old_cache.get(key)
+            if old is None:
+                added += 1
+                self._emit_add(obj)
+            elif resource_version(old) != resource_version(obj):
+                updated += 1
+                self._emit_update(old, obj)
+        gone = [old_cache[k] for k in old_cache.keys() - fresh.keys()]
+        for obj in gone:
+            self._emit_delete(obj)
+        self._log.debug(
+            "listed", count=len(fresh), resource_version=rv, added=added, updated=updated, deleted=len(gone)
+        )
+        if not self.has_synced.is_set():
+            self._log.info("cache synced", count=len(fresh), resource_version=rv)
+            self.has_synced.set()
+
+    # --- watch ---------------------------------------------------------------------------------
+
+    def _watch_timeout(self) -> int:
+        # Jitter spreads reconnects of many informers (client-go: min timeout * (1 + rand)).
+        return max(1, int(self.watch_timeout * (1.0 + 0.25 * random.random())))
+
+    async def _watch_once(self) -> int:
+        """One watch request until the server ends it; returns the number of events applied."""
+        timeout = self._watch_timeout()
+        resp = await self.source.list_fn(
+            *self.source.args,
+            **self.source.selectors(),
+            watch=True,
+            resource_version=self.resource_version,
+            allow_watch_bookmarks=True,
+            timeout_seconds=timeout,
+            _preload_content=False,
+            # connect, then per-read: longer than the server timeout so a silent stream is an error.
+            _request_timeout=(CONNECT_TIMEOUT, timeout + 30),
+        )
+        events = 0
+        try:
+            await raise_for_status(resp)
+            self.last_error = None  # connected: whatever failed before has recovered
+            while not self._stopping:
+                line = await resp.content.readline()
+                if not line:
+                    break  # server-side timeout: the normal end of a watch
+                if line.strip():
+                    self._apply(json.loads(line))
+                    events += 1
+        finally:
+            resp.close()
+        return events
+
+    def _apply(self, event: dict[str, Any]) -> None:
+        kind = event.get("type")
+        obj = event.get("object") or {}
+        if kind == "ERROR":
+            code = obj.get("code") if isinstance(obj, dict) else None
+            raise ApiException(status=code or 500, reason=f"{obj.get('reason')}: {obj.get('message')}")
+        self._events_since_list += 1
+        rv = resource_version(obj)
+        if kind == "BOOKMARK":
+            if rv:
+                self.resource_version = rv
+            return
+        key = object_key(obj)
+        if kind in ("ADDED", "MODIFIED"):
+            old = self._cache.get(key)
+            self._cache[key] = obj
+            if old is None:
+                self._emit_add(obj)
+            else:
+                self._emit_update(old, obj)
+        elif kind == "DELETED":
+            self._cache.pop(key, None)
+            self._emit_delete(obj)
+        else:
+            self._log.warning("unknown watch event type", type=kind)
+        if rv:
+            self.resource_version = rv
+
+
+def enqueue_keys(
+    informer: Informer,
+    add: Callable[[str], None],
+    key: Callable[[KubeObject], str] = object_key,
+) -> None:
+    """Wire an informer to a queue: every add, update and delete puts `key(obj)` on it
+    (e.g. `enqueue_keys(machinesets, queue.add)`). The reconcile reads the cache by key, so
+    one key stands for any number of events (the queue de-duplicates)."""
+    informer.add_handler(
+        on_add=lambda obj: add(key(obj)),
+        on_update=lambda _old, new: add(key(new)),
+        on_delete=lambda obj: add(key(obj)),
+    )
+
+
+def all_synced(informers: Iterable[Informer]) -> bool:
+    """For readiness checks: every informer has listed at least once."""
+    return all(i.has_synced.is_set() for i in informers)

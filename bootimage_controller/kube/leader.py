@@ -1,0 +1,445 @@
+"""Leader election on a coordination.k8s.io/v1 Lease (client-go's leaderelection, trimmed).
+
+Written here rather than wrapping `kubernetes_asyncio.leaderelection` because that one never
+releases the Lease on shutdown (a restart then waits a whole lease duration with nobody
+writing) and builds its timestamps from naive local time with "Z" appended (wrong unless
+TZ=UTC).
+
+Rules, as in client-go:
+- A Lease held by someone else is valid until `leaseDurationSeconds` after the moment *we* last
+  saw its record change, measured on our monotonic clock: clocks of different hosts never
+  have to agree, and a wall-clock jump cannot hand the Lease to two holders.
+- Writes are PUTs carrying the resourceVersion read (409: someone else won the race).
+- The leader renews every `retry_period`; if it cannot renew for `renew_deadline`, or sees
+  another holder, it stops leading (its work task is cancelled) and campaigns again.
+- `release()` stops leading, then writes an empty holder with a 1 s duration so a follower
+  takes over at its next retry instead of after a full lease duration.
+Timestamps written to the Lease are UTC whatever TZ says.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import socket
+import time
+import uuid
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+import structlog
+from kubernetes_asyncio.client import CoordinationV1Api
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from ..constants import LEASE_NAME
+from .client import read_json
+from .retry import describe
+
+log = structlog.get_logger(__name__)
+
+Callback = Callable[[], Coroutine[Any, Any, None]]
+Clock = Callable[[], float]
+WallClock = Callable[[], datetime]
+
+# Retry periods are stretched by up to this factor (client-go JitterFactor) so candidates desync.
+JITTER = 1.2
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def format_micro_time(dt: datetime) -> str:
+    """RFC 3339 with exactly 6 fractional digits and `Z` (metav1.MicroTime's wire format).
+
+    `datetime.isoformat()` drops the fraction when it is zero, which MicroTime refuses, and
+    says `+00:00`; a naive datetime is taken to be UTC already.
+    """
+    if dt.tzinfo is not None:
+        dt = dt.astimezone(UTC)
+    return dt.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def default_identity() -> str:
+    """`$POD_NAME` (unique within the namespace) or `hostname_uuid` (unique per process)."""
+    pod = os.environ.get("POD_NAME")
+    return pod if pod else f"{socket.gethostname()}_{uuid.uuid4()}"
+
+
+@dataclass(frozen=True)
+class LeaseRecord:
+    """The Lease spec fields leader election uses, plus the resourceVersion they were read at."""
+
+    holder: str
+    duration_seconds: int
+    acquire_time: str | None
+    renew_time: str | None
+    transitions: int
+    resource_version: str | None = None
+
+    @classmethod
+    def from_lease(cls, lease: dict[str, Any]) -> LeaseRecord:
+        spec = lease.get("spec") or {}
+        return cls(
+            holder=str(spec.get("holderIdentity") or ""),
+            duration_seconds=int(spec.get("leaseDurationSeconds") or 0),
+            acquire_time=spec.get("acquireTime"),
+            renew_time=spec.get("renewTime"),
+            transitions=int(spec.get("leaseTransitions") or 0),
+            resource_version=(lease.get("metadata") or {}).get("resourceVersion"),
+        )
+
+    def spec(self) -> dict[str, Any]:
+        return {
+            "holderIdentity": self.holder or None,
+            "leaseDurationSeconds": self.duration_seconds,
+            "acquireTime": self.acquire_time,
+            "renewTime": self.renew_time,
+            "leaseTransitions": self.transitions,
+        }
+
+    def same_record(self, other: LeaseRecord | None) -> bool:
+        return other is not None and replace(self, resource_version=None) == replace(
+            other, resource_version=None
+        )
+
+
+class Conflict(Exception):
+    """The Lease changed (or appeared) since it was read."""
+
+
+class LeaseStore(Protocol):
+    async def get(self) -> LeaseRecord | None: ...
+
+    async def create(self, record: LeaseRecord) -> LeaseRecord: ...
+
+    async def update(self, record: LeaseRecord) -> LeaseRecord:
+        """Write `record` if the Lease is still at `record.resource_version`, else raise Conflict."""
+        ...
+
+
+class KubeLeaseStore:
+    """A `LeaseStore` on the API server (raw JSON so MicroTime strings round-trip untouched)."""
+
+    def __init__(
+        self, api: Any, namespace: str, name: str = LEASE_NAME, request_timeout: float = 10.0
+    ) -> None:
+        self.api = CoordinationV1Api(api)
+        self.namespace = namespace
+        self.name = name
+        self.request_timeout = request_timeout
+
+    async def get(self) -> LeaseRecord | None:
+        try:
+            lease = await read_json(
+                await self.api.read_namespaced_lease(
+                    self.name, self.namespace, _preload_content=False, _request_timeout=self.request_timeout
+                )
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return LeaseRecord.from_lease(lease)
+
+    def _body(self, record: LeaseRecord) -> Any:  # a dict; the typed API only says V1Lease
+        meta: dict[str, Any] = {"name": self.name, "namespace": self.namespace}
+        if record.resource_version:
+            meta["resourceVersion"] = record.resource_version
+        return {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": meta,
+            "spec": record.spec(),
+        }
+
+    async def create(self, record: LeaseRecord) -> LeaseRecord:
+        try:
+            lease = await read_json(
+                await self.api.create_namespaced_lease(
+                    self.namespace,
+                    self._body(replace(record, resource_version=None)),
+                    _preload_content=False,
+                    _request_timeout=self.request_timeout,
+                )
+            )
+        except ApiException as exc:
+            if exc.status == 409:
+                raise Conflict("lease was created by someone else") from exc
+            raise
+        return LeaseRecord.from_lease(lease)
+
+    async def update(self, record: LeaseRecord) -> LeaseRecord:
+        try:
+            lease = await read_json(
+                await self.api.replace_namespaced_lease(
+                    self.name,
+                    self.namespace,
+                    self._body(record),
+                    _preload_content=False,
+                    _request_timeout=self.request_timeout,
+                )
+            )
+        except ApiException as exc:
+            if exc.status in (404, 409):
+                raise Conflict(f"lease changed: {exc.status}") from exc
+            raise
+        return LeaseRecord.from_lease(lease)
+
+
+class LeaderElector:
+    """Campaign for the Lease; while leading, run `on_started_leading` as a task.
+
+    Typical wiring: informers run on every replica (followers keep caches warm); the controller
+    starts its workers in `on_started_leading`, and its writers also check `is_leader`. On
+    shutdown call `await elector.release()` from outside the leading task.
+    """
+
+    def __init__(
+        self,
+        api: Any,
+        identity: str,
+        namespace: str,
+        lease_duration: float = 15.0,
+        renew_deadline: float = 10.0,
+        retry_period: float = 2.0,
+        *,
+        name: str = LEASE_NAME,
+        store: LeaseStore | None = None,
+        clock: Clock = time.monotonic,
+        wall_clock: WallClock = utc_now,
+    ) -> None:
+        if not identity:
+            raise ValueError("leader election identity must not be empty")
+        if retry_period <= 0 or lease_duration < 1:
+            raise ValueError(
+                "retry_period must be > 0 and lease_duration >= 1s (Lease durations are whole seconds)"
+            )
+        if not lease_duration > renew_deadline > JITTER * retry_period:
+            raise ValueError(
+                "need lease_duration > renew_deadline > 1.2 * retry_period, got "
+                f"{lease_duration}, {renew_deadline}, {retry_period}"
+            )
+        self.identity = identity
+        self.namespace = namespace
+        self.name = name
+        self.lease_duration = lease_duration
+        self.renew_deadline = renew_deadline
+        self.retry_period = retry_period
+        self.store: LeaseStore = store if store is not None else KubeLeaseStore(api, namespace, name)
+        self._clock = clock
+        self._wall = wall_clock
+        self._observed: LeaseRecord | None = None
+        self._observed_at = 0.0
+        self._leading = asyncio.Event()
+        self._released = False
+        self._running = False
+        self._run_task: asyncio.Task[None] | None = None
+        self._log = log.bind(lease=f"{namespace}/{name}", identity=identity)
+
+    # --- state for callers ------------------------------------------------------------------------
+
+    @property
+    def is_leader(self) -> bool:
+        return self._leading.is_set()
+
+    @property
+    def running(self) -> bool:
+        """True while `run()` is campaigning or leading (for `/readyz`)."""
+        return self._running
+
+    @property
+    def leader(self) -> str:
+        """The holder last observed ('' when unknown or released)."""
+        return self._observed.holder if self._observed else ""
+
+    async def wait_leading(self) -> None:
+        await self._leading.wait()
+
+    # --- main loop --------------------------------------------------------------------------------
+
+    async def run(self, on_started_leading: Callback, on_stopped_leading: Callback | None = None) -> None:
+        """Campaign, lead, and campaign again after a loss, until `release()` or cancellation.
+
+        Cancelling this coroutine stops leading without releasing the Lease (a crash, as far as
+        the other candidates can tell: they take over when it expires).
+        """
+        self._running = True
+        self._run_task = asyncio.current_task()
+        try:
+            while not self._released:
+                if not await self._acquire():
+                    break
+                await self._lead(on_started_leading, on_stopped_leading)
+        finally:
+            self._running = False
+
+    async def _acquire(self) -> bool:
+        self._log.info("campaigning for leadership")
+        while not self._released:
+            if await self._attempt(self.retry_period):
+                return True
+            await asyncio.sleep(self._jittered())
+        return False
+
+    async def _lead(self, on_started_leading: Callback, on_stopped_leading: Callback | None) -> None:
+        self._leading.set()
+        self._log.info("started leading")
+        work = asyncio.get_running_loop().create_task(on_started_leading(), name="leader-work")
+        try:
+            await self._renew_until_lost()
+        finally:
+            self._leading.clear()
+            work.cancel()
+            await asyncio.gather(work, return_exceptions=True)
+            self._log.info("stopped leading")
+            if on_stopped_leading is not None:
+                await on_stopped_leading()
+
+    async def _renew_until_lost(self) -> None:
+        last_renew = self._clock()
+        while not self._released:
+            await asyncio.sleep(self.retry_period)
+            budget = last_renew + self.renew_deadline - self._clock()
+            if budget > 0 and await self._attempt(budget):
+                last_renew = self._clock()
+                continue
+            if self._observed is not None and self._observed.holder not in ("", self.identity):
+                self._log.warning("lease taken by another candidate", holder=self._observed.holder)
+                return
+            if self._clock() - last_renew >= self.renew_deadline:
+                self._log.warning(
+                    "failed to renew lease within the renew deadline", deadline=self.renew_deadline
+                )
+                return
+
+    def _jittered(self) -> float:
+        return self.retry_period * (1.0 + (JITTER - 1.0) * random.random())
+
+    async def _attempt(self, timeout: float) -> bool:
+        try:
+            return await asyncio.wait_for(self._try_acquire_or_renew(), timeout)
+        except asyncio.CancelledError:
+            raise
+        except Conflict:
+            return False
+        except Exception as exc:
+            self._log.warning("lease request failed", error=describe(exc))
+            return False
+
+    def _observe(self, record: LeaseRecord) -> None:
+        if not record.same_record(self._observed):
+            self._observed_at = self._clock()
+        self._observed = record
+
+    def _held_by_other(self, record: LeaseRecord) -> bool:
+        return (
+            record.holder not in ("", self.identity)
+            and self._observed_at + record.duration_seconds > self._clock()
+        )
+
+    async def _try_acquire_or_renew(self) -> bool:
+        now = format_micro_time(self._wall())
+        duration = int(-(-self.lease_duration // 1))  # ceil: the Lease stores whole seconds
+        current = await self.store.get()
+        if current is None:
+            mine = LeaseRecord(self.identity, duration, now, now, 0)
+            self._observe(await self.store.create(mine))
+            return True
+        self._observe(current)
+        if self._held_by_other(current):
+            return False
+        if current.holder == self.identity:
+            wanted = replace(current, duration_seconds=duration, renew_time=now)
+        else:
+            wanted = replace(
+                current,
+                holder=self.identity,
+                duration_seconds=duration,
+                acquire_time=now,
+                renew_time=now,
+                transitions=current.transitions + 1,
+            )
+        self._observe(await self.store.update(wanted))
+        return True
+
+    # --- shutdown ---------------------------------------------------------------------------------
+
+    async def release(self) -> bool:
+        """Stop campaigning and leading, then give the Lease up if we hold it.
+
+        Returns True when the Lease was released. Must not be awaited from the leading task
+        (it waits for that task to end).
+        """
+        self._released = True
+        task = self._run_task
+        if task is not None and not task.done() and task is not asyncio.current_task():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        try:
+            current = await self.store.get()
+            if current is None or current.holder != self.identity:
+                return False
+            now = format_micro_time(self._wall())
+            await self.store.update(
+                replace(current, holder="", duration_seconds=1, acquire_time=now, renew_time=now)
+            )
+        except Exception as exc:
+            self._log.warning(
+                "could not release lease; followers take over when it expires", error=describe(exc)
+            )
+            return False
+        self._log.info("released lease")
+        return True
+
+
+class AlwaysLeader:
+    """The `LeaderElector` interface for `--no-leader-elect`: leads at once, until released.
+
+    As with `LeaderElector`, the work returning does not end leadership; `release()` or
+    cancelling `run()` does.
+    """
+
+    def __init__(self, identity: str = "") -> None:
+        self.identity = identity or default_identity()
+        self._leading = asyncio.Event()
+        self._running = False
+        self._run_task: asyncio.Task[None] | None = None
+
+    @property
+    def is_leader(self) -> bool:
+        return self._leading.is_set()
+
+    @property
+    def running(self) -> bool:
+        return self._running
+
+    @property
+    def leader(self) -> str:
+        return self.identity if self.is_leader else ""
+
+    async def wait_leading(self) -> None:
+        await self._leading.wait()
+
+    async def run(self, on_started_leading: Callback, on_stopped_leading: Callback | None = None) -> None:
+        self._running = True
+        self._run_task = asyncio.current_task()
+        self._leading.set()
+        try:
+            await on_started_leading()
+            await asyncio.Event().wait()  # until cancelled by release() or the caller
+        finally:
+            self._leading.clear()
+            self._running = False
+            if on_stopped_leading is not None:
+                await on_stopped_leading()
+
+    async def release(self) -> bool:
+        task = self._run_task
+        if task is not None and not task.done() and task is not asyncio.current_task():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        return False

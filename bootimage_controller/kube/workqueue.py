@@ -1,0 +1,247 @@
+"""A work queue of object keys with client-go's semantics, and the worker pool that drains it.
+
+Semantics (k8s.io/client-go/util/workqueue):
+- A key is queued at most once: adding a key that is already waiting does nothing.
+- A key is never processed by two workers at once: adding a key while it is being processed marks
+  it dirty, and `done(key)` queues it again, so the change that arrived is not lost.
+- `add_after` delays an add (the earliest pending time wins); `add_rate_limited` delays by the
+  larger of a per-key exponential backoff (reset by `forget`) and an overall token bucket.
+- `shutdown()` stops accepting keys; keys already queued are still handed out (drain), then
+  `get()` returns None.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from typing import Protocol
+
+import structlog
+
+from .retry import Clock, TokenBucket
+
+log = structlog.get_logger(__name__)
+
+
+class RateLimiter(Protocol):
+    def when(self, key: str) -> float:
+        """Delay before `key` may be retried; counts one more failure."""
+        ...
+
+    def forget(self, key: str) -> None: ...
+
+    def num_requeues(self, key: str) -> int: ...
+
+
+class ItemExponentialBackoff:
+    """Per-key `base * 2**failures`, capped (client-go `ItemExponentialFailureRateLimiter`)."""
+
+    def __init__(self, base_delay: float = 0.005, max_delay: float = 1000.0) -> None:
+        self.base_delay = base_delay
+        self.max_delay = max_delay
+        self._failures: dict[str, int] = {}
+
+    def when(self, key: str) -> float:
+        n = self._failures.get(key, 0)
+        self._failures[key] = n + 1
+        if n >= 64:  # 2**64 * base overflows any sensible cap
+            return self.max_delay
+        return float(min(self.max_delay, self.base_delay * 2**n))
+
+    def forget(self, key: str) -> None:
+        self._failures.pop(key, None)
+
+    def num_requeues(self, key: str) -> int:
+        return self._failures.get(key, 0)
+
+
+class BucketLimiter:
+    """Overall retry rate across all keys (client-go `BucketRateLimiter`)."""
+
+    def __init__(self, bucket: TokenBucket) -> None:
+        self.bucket = bucket
+
+    def when(self, key: str) -> float:
+        return self.bucket.reserve()
+
+    def forget(self, key: str) -> None:
+        return None
+
+    def num_requeues(self, key: str) -> int:
+        return 0
+
+
+class MaxOfLimiter:
+    """The longest delay any of the limiters asks for (client-go `MaxOfRateLimiter`)."""
+
+    def __init__(self, *limiters: RateLimiter) -> None:
+        self.limiters = limiters
+
+    def when(self, key: str) -> float:
+        return max(limiter.when(key) for limiter in self.limiters)
+
+    def forget(self, key: str) -> None:
+        for limiter in self.limiters:
+            limiter.forget(key)
+
+    def num_requeues(self, key: str) -> int:
+        return max(limiter.num_requeues(key) for limiter in self.limiters)
+
+
+def default_rate_limiter(
+    base_delay: float = 0.005,
+    max_delay: float = 1000.0,
+    qps: float = 10.0,
+    burst: int = 100,
+    clock: Clock = time.monotonic,
+) -> MaxOfLimiter:
+    """client-go's `DefaultControllerRateLimiter`: 5 ms doubling to 1000 s per key, 10 qps/100 burst overall."""
+    return MaxOfLimiter(
+        ItemExponentialBackoff(base_delay, max_delay), BucketLimiter(TokenBucket(qps, burst, clock))
+    )
+
+
+class WorkQueue:
+    """De-duplicating, rate-limited queue of string keys for one event loop."""
+
+    def __init__(self, name: str = "", rate_limiter: RateLimiter | None = None) -> None:
+        self.name = name
+        self.rate_limiter: RateLimiter = rate_limiter or default_rate_limiter()
+        self._queue: deque[str] = deque()
+        self._dirty: set[str] = set()
+        self._processing: set[str] = set()
+        self._waiting: dict[str, tuple[float, asyncio.TimerHandle]] = {}
+        self._shutting_down = False
+        self._wakeup = asyncio.Event()
+
+    def __len__(self) -> int:
+        return len(self._queue)
+
+    @property
+    def shutting_down(self) -> bool:
+        return self._shutting_down
+
+    @property
+    def processing(self) -> frozenset[str]:
+        return frozenset(self._processing)
+
+    def add(self, key: str) -> None:
+        if self._shutting_down or key in self._dirty:
+            return
+        self._dirty.add(key)
+        if key in self._processing:
+            return  # done(key) queues it again
+        self._queue.append(key)
+        self._wakeup.set()
+
+    def add_after(self, key: str, delay: float) -> None:
+        """Add `key` after `delay` seconds; an earlier pending add of the same key wins."""
+        if self._shutting_down:
+            return
+        if delay <= 0:
+            self.add(key)
+            return
+        loop = asyncio.get_running_loop()
+        ready_at = loop.time() + delay
+        pending = self._waiting.get(key)
+        if pending is not None:
+            if pending[0] <= ready_at:
+                return
+            pending[1].cancel()
+        handle = loop.call_at(ready_at, self._fire, key)
+        self._waiting[key] = (ready_at, handle)
+
+    def _fire(self, key: str) -> None:
+        self._waiting.pop(key, None)
+        self.add(key)
+
+    def add_rate_limited(self, key: str) -> float:
+        """Re-add `key` after its backoff; returns the delay chosen."""
+        delay = self.rate_limiter.when(key)
+        self.add_after(key, delay)
+        return delay
+
+    def forget(self, key: str) -> None:
+        """`key` succeeded: its next failure starts again at the base delay."""
+        self.rate_limiter.forget(key)
+
+    def num_requeues(self, key: str) -> int:
+        return self.rate_limiter.num_requeues(key)
+
+    async def get(self) -> str | None:
+        """The next key, marked as processing; None once shut down and drained."""
+        while not self._queue:
+            if self._shutting_down:
+                return None
+            self._wakeup.clear()
+            await self._wakeup.wait()
+        key = self._queue.popleft()
+        self._processing.add(key)
+        self._dirty.discard(key)
+        return key
+
+    def done(self, key: str) -> None:
+        """Processing of `key` finished; if it was added meanwhile, queue it again."""
+        self._processing.discard(key)
+        if key in self._dirty:
+            self._queue.append(key)
+            self._wakeup.set()
+
+    def shutdown(self) -> None:
+        """Accept no more keys, drop delayed adds, wake getters; queued keys still drain."""
+        self._shutting_down = True
+        for _, handle in self._waiting.values():
+            handle.cancel()
+        self._waiting.clear()
+        self._wakeup.set()
+
+
+Reconcile = Callable[[str], Awaitable[None]]
+
+
+async def run_workers(
+    queue: WorkQueue,
+    reconcile: Reconcile,
+    concurrency: int,
+    *,
+    observe_duration: Callable[[float], None] | None = None,
+) -> None:
+    """Run `concurrency` workers until `queue` is shut down and drained.
+
+    Success forgets the key's backoff; an exception is logged and the key re-added rate-limited.
+    `observe_duration` receives each reconcile's wall time (e.g. a Histogram's `observe`).
+    Cancelling this coroutine cancels the workers mid-reconcile.
+    """
+    if concurrency < 1:
+        raise ValueError("concurrency must be >= 1")
+
+    async def worker(index: int) -> None:
+        while (key := await queue.get()) is not None:
+            started = time.monotonic()
+            try:
+                await reconcile(key)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                delay = queue.add_rate_limited(key)
+                log.error(
+                    "reconcile failed, will retry",
+                    queue=queue.name,
+                    key=key,
+                    error=f"{type(exc).__name__}: {exc}",
+                    retry_in=round(delay, 3),
+                    requeues=queue.num_requeues(key),
+                    exc_info=exc,
+                )
+            else:
+                queue.forget(key)
+            finally:
+                queue.done(key)
+                if observe_duration is not None:
+                    observe_duration(time.monotonic() - started)
+
+    async with asyncio.TaskGroup() as group:
+        for i in range(concurrency):
+            group.create_task(worker(i), name=f"{queue.name or 'workqueue'}-worker-{i}")

@@ -1,0 +1,376 @@
+"""Logs, metrics and the health/metrics HTTP endpoints (SPEC section 6).
+
+- `configure_logging`: structlog for our code and stdlib logging (aiohttp, kubernetes_asyncio)
+  rendered by the same processors, JSON in a cluster or a pipe, colours on a terminal, secret
+  values masked.
+- Every metric is defined once here, on the module-level `REGISTRY`; other modules import the
+  objects (`PATCHES.labels(result=...).inc()`), never create their own.
+- `HealthServer`: `/healthz`, `/readyz`, `/metrics` on `--health-addr` / `--metrics-addr`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import re
+import socket
+import sys
+import time
+from collections.abc import Callable, Mapping, MutableMapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import structlog
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, Info
+from prometheus_client.exposition import generate_latest
+
+from .constants import (
+    METRIC_API_REQUESTS,
+    METRIC_CLUSTER_BOOT_IMAGE,
+    METRIC_MACHINESETS,
+    METRIC_PATCHES,
+    METRIC_RECONCILE_DURATION,
+    METRIC_SKEW_NONE,
+    METRIC_SKEW_UPGRADEABLE,
+)
+
+log = structlog.get_logger(__name__)
+
+LogFormat = Literal["json", "console"]
+
+# --- redaction ---------------------------------------------------------------------------------
+
+REDACTED = "[REDACTED]"
+# Normalised (lower case, '-' -> '_') key names whose values are never logged.
+_SENSITIVE_KEYS = frozenset(
+    {
+        "token",
+        "password",
+        "passwd",
+        "secret",
+        "client_secret",
+        "aws_secret_access_key",
+        "secret_access_key",
+        "aws_session_token",
+        "authorization",
+        "proxy_authorization",
+        "api_key",
+        "apikey",
+        "private_key",
+        "bearer",
+        "cookie",
+        "credentials",
+        "user_data",
+        "userdata",
+    }
+)
+# Suffixes catch variants such as `bearer_token`, `access_token`, `db_password`, `client_secret`.
+# Deliberately not `*_secret_name`: the *name* of a Secret is useful in a log line.
+_SENSITIVE_SUFFIXES = (
+    "token",
+    "password",
+    "passwd",
+    "client_secret",
+    "secret_key",
+    "access_key",
+    "private_key",
+)
+_BEARER = re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]+")
+
+
+def is_sensitive_key(key: str) -> bool:
+    k = key.lower().replace("-", "_")
+    # `aws_access_key_id` is an identifier, not a secret; `..._secret_access_key` is caught above.
+    if k.endswith("access_key_id"):
+        return False
+    return k in _SENSITIVE_KEYS or k.endswith(_SENSITIVE_SUFFIXES)
+
+
+def _redact_value(value: Any, depth: int = 0) -> Any:
+    if depth > 8:
+        return value
+    if isinstance(value, Mapping):
+        return {
+            k: (REDACTED if isinstance(k, str) and is_sensitive_key(k) else _redact_value(v, depth + 1))
+            for k, v in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return type(value)(_redact_value(v, depth + 1) for v in value)
+    if isinstance(value, str) and _BEARER.search(value):
+        return _BEARER.sub(lambda m: f"{m.group(1)} {REDACTED}", value)
+    return value
+
+
+def redact_secrets(
+    _logger: Any, _method: str, event_dict: MutableMapping[str, Any]
+) -> MutableMapping[str, Any]:
+    """structlog processor: mask values of secret-looking keys, at any depth, and bearer tokens."""
+    for key in list(event_dict):
+        if key == "event":
+            event_dict[key] = _redact_value(event_dict[key])
+        elif is_sensitive_key(key):
+            event_dict[key] = REDACTED
+        else:
+            event_dict[key] = _redact_value(event_dict[key])
+    return event_dict
+
+
+# --- logging -----------------------------------------------------------------------------------
+
+
+def _in_cluster() -> bool:
+    return bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
+
+
+def choose_format(fmt: str | None, stream: Any = None) -> LogFormat:
+    """JSON unless asked for console, or unasked on a terminal outside a cluster."""
+    if fmt in ("json", "console"):
+        return fmt  # type: ignore[return-value]
+    if fmt is not None:
+        raise ValueError(f"unknown log format {fmt!r} (expected json or console)")
+    stream = stream if stream is not None else sys.stderr
+    tty = bool(getattr(stream, "isatty", lambda: False)())
+    return "console" if tty and not _in_cluster() else "json"
+
+
+def configure_logging(fmt: str | None = None, level: str | int = "INFO", stream: Any = None) -> LogFormat:
+    """Route structlog and stdlib logging through one renderer on `stream` (stderr by default).
+
+    Returns the format chosen. Safe to call again (tests, `--log-format` parsed late).
+    """
+    chosen = choose_format(fmt, stream)
+    numeric = logging.getLevelName(level.upper()) if isinstance(level, str) else level
+    if not isinstance(numeric, int):
+        raise ValueError(f"unknown log level {level!r}")
+    shared: list[Any] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.stdlib.add_log_level,
+        structlog.stdlib.add_logger_name,
+        structlog.stdlib.PositionalArgumentsFormatter(),
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+        structlog.processors.StackInfoRenderer(),
+        redact_secrets,
+    ]
+    renderer: Any
+    if chosen == "json":
+        renderer = structlog.processors.JSONRenderer()
+        final: list[Any] = [structlog.processors.format_exc_info, renderer]
+    else:
+        renderer = structlog.dev.ConsoleRenderer(colors=True)
+        final = [renderer]
+    structlog.configure(
+        processors=[
+            structlog.stdlib.filter_by_level,
+            *shared,
+            structlog.stdlib.ProcessorFormatter.wrap_for_formatter,
+        ],
+        logger_factory=structlog.stdlib.LoggerFactory(),
+        wrapper_class=structlog.stdlib.BoundLogger,
+        # Not cached: configure_logging may run again and must take effect for existing loggers.
+        cache_logger_on_first_use=False,
+    )
+    handler = logging.StreamHandler(stream if stream is not None else sys.stderr)
+    handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(
+            foreign_pre_chain=shared,
+            processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, *final],
+        )
+    )
+    root = logging.getLogger()
+    root.handlers = [handler]
+    root.setLevel(numeric)
+    # kubernetes_asyncio's REST client logs whole response bodies at DEBUG, Secret data included.
+    logging.getLogger("kubernetes_asyncio.client.rest").setLevel(max(numeric, logging.INFO))
+    return chosen
+
+
+# --- metrics -------------------------------------------------------------------------------------
+
+REGISTRY = CollectorRegistry(auto_describe=True)
+
+MACHINESETS = Gauge(
+    METRIC_MACHINESETS,
+    "Machine resources by the action and reason of their latest boot image decision.",
+    ["action", "reason"],
+    registry=REGISTRY,
+)
+PATCHES = Counter(
+    METRIC_PATCHES,
+    "Boot image patches attempted, by result.",
+    ["result"],
+    registry=REGISTRY,
+)
+RECONCILE_DURATION = Histogram(
+    METRIC_RECONCILE_DURATION,
+    "Time taken by one reconcile.",
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0),
+    registry=REGISTRY,
+)
+API_REQUESTS = Counter(
+    METRIC_API_REQUESTS,
+    "Kubernetes API requests, by verb, resource and HTTP status code ('error' when no response).",
+    ["verb", "resource", "code"],
+    registry=REGISTRY,
+)
+SKEW_UPGRADEABLE = Gauge(
+    METRIC_SKEW_UPGRADEABLE,
+    "1 when boot image skew allows cluster upgrades, 0 when it holds them.",
+    registry=REGISTRY,
+)
+SKEW_ENFORCEMENT_NONE = Gauge(
+    METRIC_SKEW_NONE,
+    "1 when boot image skew enforcement is disabled (mode None).",
+    registry=REGISTRY,
+)
+CLUSTER_BOOT_IMAGE = Info(
+    METRIC_CLUSTER_BOOT_IMAGE,
+    "The cluster boot image that skew enforcement judged, and which rule found it.",
+    registry=REGISTRY,
+)
+
+
+def set_cluster_boot_image(release: str, source: str) -> None:
+    CLUSTER_BOOT_IMAGE.info({"release": release, "source": source})
+
+
+# --- health and metrics HTTP server --------------------------------------------------------------
+
+ReadyCheck = Callable[[], Mapping[str, bool]]
+
+
+@dataclass(frozen=True)
+class Address:
+    host: str
+    port: int
+
+    @classmethod
+    def parse(cls, text: str) -> Address:
+        """`host:port`, `:port` (all interfaces) or `[v6]:port`; port 0 picks a free port."""
+        host, sep, port = text.rpartition(":")
+        if not sep or not port.isdigit() or int(port) > 65535:
+            raise ValueError(f"invalid address {text!r}: expected host:port")
+        if host.startswith("[") and host.endswith("]"):
+            host = host[1:-1]
+        return cls(host, int(port))
+
+
+def _listen(addr: Address) -> socket.socket:
+    if addr.host in ("", "0.0.0.0", "::") and socket.has_dualstack_ipv6():
+        return socket.create_server(("", addr.port), family=socket.AF_INET6, dualstack_ipv6=True)
+    host = addr.host or "0.0.0.0"
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    return socket.create_server((host, addr.port), family=family)
+
+
+class LoopHeartbeat:
+    """A task that ticks every `interval`; a stale tick means the event loop is starved or stuck."""
+
+    def __init__(self, interval: float = 1.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.interval = interval
+        self._clock = clock
+        self.last_tick = clock()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self.last_tick = self._clock()
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="loop-heartbeat")
+
+    async def _run(self) -> None:
+        while True:
+            self.last_tick = self._clock()
+            await asyncio.sleep(self.interval)
+
+    def lag(self) -> float:
+        return max(0.0, self._clock() - self.last_tick - self.interval)
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+
+
+class HealthServer:
+    """Serves `/healthz` and `/readyz` on `health_addr`, `/metrics` on `metrics_addr`.
+
+    Equal addresses (as written, so two `127.0.0.1:0` share one free port) share one listener
+    serving all three paths; different ones get a listener each. `ready` returns named checks
+    (e.g. `{"informers-synced": True, "leader-election": True}`); `/readyz` is 200 only when all
+    pass and lists the failing ones otherwise, as the kube-apiserver's `/readyz?verbose` does.
+    """
+
+    def __init__(
+        self,
+        health_addr: str,
+        metrics_addr: str,
+        ready: ReadyCheck,
+        registry: CollectorRegistry = REGISTRY,
+        max_loop_lag: float = 10.0,
+    ) -> None:
+        self._health = Address.parse(health_addr)
+        self._metrics = Address.parse(metrics_addr)
+        self._ready = ready
+        self._registry = registry
+        self._max_loop_lag = max_loop_lag
+        self._heartbeat = LoopHeartbeat()
+        self._runners: list[web.AppRunner] = []
+        self.health_port = 0
+        self.metrics_port = 0
+
+    @property
+    def shared(self) -> bool:
+        return self._health == self._metrics
+
+    async def start(self) -> None:
+        self._heartbeat.start()
+        if self.shared:
+            port = await self._serve(self._health, health=True, metrics=True)
+            self.health_port = self.metrics_port = port
+        else:
+            self.health_port = await self._serve(self._health, health=True, metrics=False)
+            self.metrics_port = await self._serve(self._metrics, health=False, metrics=True)
+        log.info("serving health and metrics", health_port=self.health_port, metrics_port=self.metrics_port)
+
+    async def _serve(self, addr: Address, *, health: bool, metrics: bool) -> int:
+        app = web.Application()
+        if health:
+            app.router.add_get("/healthz", self._healthz)
+            app.router.add_get("/readyz", self._readyz)
+        if metrics:
+            app.router.add_get("/metrics", self._metrics_handler)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        self._runners.append(runner)
+        sock = _listen(addr)
+        await web.SockSite(runner, sock).start()
+        port: int = sock.getsockname()[1]
+        return port
+
+    async def stop(self) -> None:
+        for runner in reversed(self._runners):
+            await runner.cleanup()
+        self._runners.clear()
+        await self._heartbeat.stop()
+
+    async def _healthz(self, _request: web.Request) -> web.Response:
+        lag = self._heartbeat.lag()
+        if lag > self._max_loop_lag:
+            return web.Response(status=500, text=f"event loop stalled for {lag:.1f}s\n")
+        return web.Response(text="ok\n")
+
+    async def _readyz(self, _request: web.Request) -> web.Response:
+        try:
+            checks = dict(self._ready())
+        except Exception as exc:  # a broken check must not turn into a 500 traceback page
+            log.warning("readiness check failed", error=str(exc))
+            return web.Response(status=500, text=f"readiness check raised: {exc}\n")
+        lines = [f"[{'+' if ok else '-'}]{name} {'ok' if ok else 'failed'}" for name, ok in checks.items()]
+        ok = all(checks.values())
+        body = "\n".join([*lines, "readyz check passed" if ok else "readyz check failed"]) + "\n"
+        return web.Response(status=200 if ok else 503, text=body)
+
+    async def _metrics_handler(self, _request: web.Request) -> web.Response:
+        body = generate_latest(self._registry)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})

@@ -1,0 +1,217 @@
+"""The API client's request hook: verb/resource classification, rate limit, metrics, config."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import web
+from kubernetes_asyncio.client import Configuration, CoreV1Api, CustomObjectsApi
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from bootimage_controller.kube.client import (
+    ClientConfigError,
+    InstrumentedApiClient,
+    classify_request,
+    current_namespace,
+    load_configuration,
+    make_api_client,
+)
+from bootimage_controller.kube.retry import TokenBucket
+from bootimage_controller.observability import REGISTRY
+
+H = "https://10.0.0.1:6443"
+
+
+@pytest.mark.parametrize(
+    ("method", "url", "query", "expected"),
+    [
+        ("GET", f"{H}/api/v1/namespaces/ns/configmaps/cm", None, ("get", "configmaps")),
+        ("GET", f"{H}/api/v1/namespaces/ns/configmaps", [("labelSelector", "a=b")], ("list", "configmaps")),
+        ("GET", f"{H}/api/v1/namespaces/ns/configmaps", [("watch", True)], ("watch", "configmaps")),
+        ("GET", f"{H}/api/v1/nodes", [("watch", "true")], ("watch", "nodes")),
+        ("GET", f"{H}/api/v1/nodes", [("watch", False)], ("list", "nodes")),
+        ("GET", f"{H}/api/v1/namespaces", None, ("list", "namespaces")),
+        ("GET", f"{H}/api/v1/namespaces/ns", None, ("get", "namespaces")),
+        ("POST", f"{H}/api/v1/namespaces/ns/events", None, ("create", "events")),
+        (
+            "GET",
+            f"{H}/apis/machine.openshift.io/v1beta1/namespaces/m/machinesets",
+            None,
+            ("list", "machinesets"),
+        ),
+        (
+            "PATCH",
+            f"{H}/apis/machine.openshift.io/v1beta1/namespaces/m/machinesets/w1",
+            None,
+            ("patch", "machinesets"),
+        ),
+        (
+            "PATCH",
+            f"{H}/apis/operator.openshift.io/v1/machineconfigurations/cluster/status",
+            None,
+            ("patch", "machineconfigurations/status"),
+        ),
+        ("PUT", f"{H}/apis/coordination.k8s.io/v1/namespaces/x/leases/l", None, ("update", "leases")),
+        ("DELETE", f"{H}/api/v1/namespaces/ns/configmaps/cm", None, ("delete", "configmaps")),
+        ("DELETE", f"{H}/api/v1/namespaces/ns/configmaps", None, ("deletecollection", "configmaps")),
+        ("GET", f"{H}/version", None, ("get", "")),
+        ("GET", f"{H}/apis/config.openshift.io/v1", None, ("get", "")),
+        # a server URL behind a proxy path prefix
+        ("GET", "https://rancher/k8s/clusters/c-1/api/v1/nodes/n1", None, ("get", "nodes")),
+    ],
+)
+def test_classify_request(method: str, url: str, query: Any, expected: tuple[str, str]) -> None:
+    assert classify_request(method, url, query) == expected
+
+
+def count(verb: str, resource: str, code: str) -> float:
+    value = REGISTRY.get_sample_value(
+        "bootimage_controller_api_requests_total", {"verb": verb, "resource": resource, "code": code}
+    )
+    return value or 0.0
+
+
+class CountingBucket(TokenBucket):
+    def __init__(self) -> None:
+        super().__init__(qps=1000, burst=1000)
+        self.acquired = 0
+
+    async def acquire(self, sleep: Any = None) -> None:
+        self.acquired += 1
+
+
+@pytest.fixture
+async def fake_apiserver() -> AsyncIterator[str]:
+    async def configmap(request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        if name == "missing":
+            return web.json_response({"kind": "Status", "code": 404, "reason": "NotFound"}, status=404)
+        body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "ns"}}
+        return web.json_response(body)
+
+    async def machinesets(request: web.Request) -> web.Response:
+        return web.json_response(
+            {
+                "apiVersion": "machine.openshift.io/v1beta1",
+                "kind": "MachineSetList",
+                "metadata": {"resourceVersion": "5"},
+                "items": [],
+            }
+        )
+
+    app = web.Application()
+    app.router.add_get("/api/v1/namespaces/ns/configmaps/{name}", configmap)
+    app.router.add_get("/apis/machine.openshift.io/v1beta1/namespaces/m/machinesets", machinesets)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    yield f"http://127.0.0.1:{port}"
+    await runner.cleanup()
+
+
+async def test_every_request_is_rate_limited_and_counted(fake_apiserver: str) -> None:
+    bucket = CountingBucket()
+    api = InstrumentedApiClient(Configuration(host=fake_apiserver), bucket)
+    try:
+        ok_before = count("get", "configmaps", "200")
+        missing_before = count("get", "configmaps", "404")
+        list_before = count("list", "machinesets", "200")
+        cm = await CoreV1Api(api).read_namespaced_config_map("cm", "ns")
+        assert cm.metadata.name == "cm"
+        with pytest.raises(ApiException) as info:
+            await CoreV1Api(api).read_namespaced_config_map("missing", "ns")
+        assert info.value.status == 404
+        await CustomObjectsApi(api).list_namespaced_custom_object(
+            "machine.openshift.io", "v1beta1", "m", "machinesets"
+        )
+        assert bucket.acquired == 3
+        assert count("get", "configmaps", "200") == ok_before + 1
+        assert count("get", "configmaps", "404") == missing_before + 1
+        assert count("list", "machinesets", "200") == list_before + 1
+    finally:
+        await api.close()
+
+
+async def test_unreachable_server_counts_as_error() -> None:
+    api = InstrumentedApiClient(Configuration(host="http://127.0.0.1:9"))  # discard port: refused
+    before = count("get", "configmaps", "error")
+    try:
+        with pytest.raises(Exception):  # noqa: B017 - aiohttp's connection error type varies
+            await CoreV1Api(api).read_namespaced_config_map("cm", "ns")
+    finally:
+        await api.close()
+    assert count("get", "configmaps", "error") == before + 1
+
+
+def write_kubeconfig(path: Path, server: str) -> None:
+    path.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "t",
+                "clusters": [{"name": "t", "cluster": {"server": server, "insecure-skip-tls-verify": True}}],
+                "users": [{"name": "u", "user": {"token": "abc"}}],
+                "contexts": [{"name": "t", "context": {"cluster": "t", "user": "u"}}],
+            }
+        )
+    )
+
+
+async def test_make_api_client_from_kubeconfig(tmp_path: Path, fake_apiserver: str) -> None:
+    kc = tmp_path / "kubeconfig"
+    write_kubeconfig(kc, fake_apiserver)
+    api = await make_api_client(str(kc), qps=5, burst=10)
+    try:
+        assert isinstance(api, InstrumentedApiClient)
+        assert api.limiter is not None and (api.limiter.qps, api.limiter.burst) == (5, 10)
+        assert api.configuration.host == fake_apiserver
+        assert str(api.user_agent).startswith("bootimage-controller/")
+        cm = await CoreV1Api(api).read_namespaced_config_map("cm", "ns")
+        assert cm.metadata.name == "cm"
+    finally:
+        await api.close()
+
+
+async def test_qps_zero_disables_the_limiter(tmp_path: Path) -> None:
+    kc = tmp_path / "kubeconfig"
+    write_kubeconfig(kc, "https://127.0.0.1:1")
+    api = await make_api_client(str(kc), qps=0)
+    assert api.limiter is None
+    await api.close()
+
+
+async def test_without_kubeconfig_or_cluster_the_error_says_what_to_do(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "nope"))
+    with pytest.raises(ClientConfigError, match="--kubeconfig"):
+        await load_configuration(None)
+
+
+async def test_kubeconfig_env_is_the_fallback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    kc = tmp_path / "kc"
+    write_kubeconfig(kc, "https://192.0.2.1:6443")
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("KUBECONFIG", str(kc))
+    cfg = await load_configuration(None)
+    assert cfg.host == "https://192.0.2.1:6443"
+
+
+def test_current_namespace(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("POD_NAMESPACE", "from-env")
+    assert current_namespace() == "from-env"
+    monkeypatch.delenv("POD_NAMESPACE")
+    sa = tmp_path / "namespace"
+    sa.write_text("from-sa\n")
+    monkeypatch.setattr("bootimage_controller.kube.client.SERVICE_ACCOUNT_NAMESPACE", sa)
+    assert current_namespace() == "from-sa"
+    monkeypatch.setattr("bootimage_controller.kube.client.SERVICE_ACCOUNT_NAMESPACE", tmp_path / "absent")
+    assert current_namespace("fallback") == "fallback"
