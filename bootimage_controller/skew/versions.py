@@ -27,10 +27,27 @@ from functools import lru_cache
 
 from ..errors import VersionError
 
-_BUILD_ID = re.compile(r"^(\d+)\.(\d+)\.(\d{8}|\d{12})([.-])(\d+)$")
-_OCP = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?(?:[-+].*)?$")
+# ASCII digits only, each numeric field at most 9 digits: int() of a huge digit run raises
+# ValueError (Python's int max str digits), and no real version field is longer than a timestamp.
+_N = r"\d{1,9}"
+_BUILD_ID = re.compile(rf"^({_N})\.({_N})\.(\d{{8}}|\d{{12}})([.-])({_N})$", re.ASCII)
+_OCP = re.compile(rf"^v?({_N})\.({_N})(?:\.({_N}))?(?:[-+].*)?$", re.ASCII)
+_RHEL = re.compile(rf"({_N})\.({_N})", re.ASCII)
+# Longest text any parser here looks at; real values are under 40 characters.
+MAX_VERSION_TEXT = 128
 # First field of an OCP-encoded id: "4" then the OCP minor. RHEL majors stay far below 40.
 _OCP_ENCODED_MIN = 40
+
+
+def _plausible(text: object) -> bool:
+    return isinstance(text, str) and len(text) <= MAX_VERSION_TEXT
+
+
+def _shown(text: object) -> str:
+    """The value for an error message, cut short: a message must not carry megabytes of input."""
+    if isinstance(text, str) and len(text) > 80:
+        return f"{text[:80]!r}... ({len(text)} characters)"
+    return repr(text)
 
 
 class BuildIdScheme(StrEnum):
@@ -48,9 +65,9 @@ class RhelVersion:
 
     @classmethod
     def parse(cls, text: str, what: str = "RHEL version") -> RhelVersion:
-        m = re.fullmatch(r"(\d+)\.(\d+)", text.strip()) if isinstance(text, str) else None
+        m = _RHEL.fullmatch(text.strip()) if _plausible(text) else None
         if not m:
-            raise VersionError(what, None, f"{text!r} is not a RHEL version like 9.2")
+            raise VersionError(what, None, f"{_shown(text)} is not a RHEL version like 9.2")
         return cls(int(m.group(1)), int(m.group(2)))
 
 
@@ -66,9 +83,9 @@ class OcpVersion:
     @classmethod
     def parse(cls, text: str, what: str = "OCP version") -> OcpVersion:
         """Generic parse like the MCO's `version.ParseGeneric`: `4.13`, `4.13.0`, `5.0.0-ec.2`."""
-        m = _OCP.fullmatch(text.strip()) if isinstance(text, str) else None
+        m = _OCP.fullmatch(text.strip()) if _plausible(text) else None
         if not m:
-            raise VersionError(what, None, f"{text!r} is not an OCP version like 4.13.0")
+            raise VersionError(what, None, f"{_shown(text)} is not an OCP version like 4.13.0")
         return cls(int(m.group(1)), int(m.group(2)), int(m.group(3) or 0))
 
 
@@ -101,18 +118,18 @@ def parse_rhcos_version(text: str) -> RhcosVersion:
     """Parse any RHCOS build id scheme; raises `VersionError` naming the value."""
     if not isinstance(text, str):
         raise VersionError("RHCOS version", None, f"expected a string, got {type(text).__name__}")
-    m = _BUILD_ID.fullmatch(text.strip())
+    m = _BUILD_ID.fullmatch(text.strip()) if len(text) <= MAX_VERSION_TEXT else None
     if not m:
         raise VersionError(
             "RHCOS version",
             None,
-            f"{text!r} is not an RHCOS build id (like 9.6.20250402-0 or 418.94.202410090804-0)",
+            f"{_shown(text)} is not an RHCOS build id (like 9.6.20250402-0 or 418.94.202410090804-0)",
         )
     first, second, stamp, _sep, serial = m.groups()
     a = int(first)
     if a >= _OCP_ENCODED_MIN:
         if not first.startswith("4"):
-            raise VersionError("RHCOS version", None, f"{text!r}: unknown OCP-encoded prefix {first}")
+            raise VersionError("RHCOS version", None, f"{_shown(text)}: unknown OCP-encoded prefix {first}")
         ocp_minor_text = first[1:]
         # "410" is OCP 4.1.0 with the 8-digit dates of 4.1/4.2, and OCP 4.10 with 12-digit stamps.
         if len(stamp) == 8 and len(ocp_minor_text) > 1 and ocp_minor_text.endswith("0"):
@@ -121,7 +138,7 @@ def parse_rhcos_version(text: str) -> RhcosVersion:
         rhel = RhelVersion(int(second[0]), int(second[1:] or 0))
         return RhcosVersion(text, BuildIdScheme.OCP_ENCODED, rhel, ocp, stamp, int(serial))
     if len(stamp) != 8:
-        raise VersionError("RHCOS version", None, f"{text!r}: RHEL-aligned ids carry an 8-digit date")
+        raise VersionError("RHCOS version", None, f"{_shown(text)}: RHEL-aligned ids carry an 8-digit date")
     return RhcosVersion(text, BuildIdScheme.RHEL_ALIGNED, RhelVersion(a, int(second)), None, stamp, int(serial))
 
 

@@ -1,0 +1,104 @@
+"""One skew assessment from a cluster's objects and the planner's decisions (SPEC section 5).
+
+Shared by the daemon (after every pass) and `plan` (once), so both reach the same verdict on the
+same objects. Pure: the caller supplies objects and decisions, and writes the results.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..cluster import ClusterObjects, aleph_versions, control_plane_topology, platform_of
+from ..constants import LABEL_OSSTREAM, MACHINESET_KIND, Action, Reason
+from ..enrollment import Enrollment, SelectionMode
+from ..golden import GoldenBootImages
+from ..model import BootImageDecision, get_path
+from .policy import (
+    SkewEnforcementStatus,
+    SkewSetting,
+    cluster_version_minor,
+    effective_skew_mode,
+    install_version_from_cluster_version,
+    previous_status_of,
+)
+from .record import machineset_boot_image, min_aleph
+from .verdict import MachineSetSkewInput, SkewLimits, SkewVerdict, evaluate_skew
+
+
+@dataclass(frozen=True)
+class SkewAssessment:
+    status: SkewEnforcementStatus  # what to write to status.bootImageSkewEnforcementStatus
+    verdict: SkewVerdict
+
+
+@dataclass(frozen=True)
+class PassResult:
+    """What the daemon achieved in a pass, for the Automatic record (reference 11.3)."""
+
+    skipped: int
+    errors: int
+    target_releases: tuple[str, ...]  # releases of the images the enrolled MachineSets now boot
+
+
+def assess_skew(
+    cluster: ClusterObjects,
+    enrollment: Enrollment,
+    machines: Sequence[tuple[BootImageDecision, Mapping[str, Any] | None]],
+    limits: SkewLimits,
+    *,
+    degraded: bool,
+    degraded_message: str,
+    golden: GoldenBootImages | None = None,
+    after_pass: PassResult | None = None,
+) -> SkewAssessment:
+    """Raises the project's InputError when `spec.bootImageSkewEnforcement` is invalid."""
+    mc = cluster.machine_configuration
+    setting = SkewSetting.from_machine_configuration(mc)
+    install_version = install_version_from_cluster_version(cluster.cluster_version)
+    status = effective_skew_mode(
+        setting,
+        platform=platform_of(cluster.infrastructure),
+        control_plane_topology=control_plane_topology(cluster.infrastructure),
+        all_machinesets_enrolled=enrollment.machinesets.mode is SelectionMode.ALL,
+        install_version=install_version,
+        previous_status=previous_status_of(mc),
+    )
+    if after_pass is not None:
+        status = status.after_pass(
+            skipped=after_pass.skipped,
+            errors=after_pass.errors,
+            target_releases=after_pass.target_releases,
+            configmap_release_version=golden.release_version if golden else None,
+            install_version=install_version,
+        )
+    aleph = min_aleph(_annotations(n) for n in cluster.nodes if aleph_versions([n]))
+    inputs = [
+        _skew_input(decision, obj, aleph, install_version)
+        for decision, obj in machines
+        if decision.kind == MACHINESET_KIND and not _unmanaged(decision)
+    ]
+    verdict = evaluate_skew(
+        status, inputs, limits, degraded, degraded_message, cluster_version_minor(cluster.cluster_version)
+    )
+    return SkewAssessment(status, verdict)
+
+
+def _unmanaged(decision: BootImageDecision) -> bool:
+    # Windows MachineSets boot no RHCOS: they cannot hold upgrades for RHCOS skew.
+    return decision.action is Action.SKIP and decision.reason == Reason.WINDOWS
+
+
+def _annotations(obj: Mapping[str, Any] | None) -> Mapping[str, str]:
+    value = get_path(obj, ("metadata", "annotations")) if obj is not None else None
+    return {k: v for k, v in value.items() if isinstance(v, str)} if isinstance(value, Mapping) else {}
+
+
+def _skew_input(
+    d: BootImageDecision, obj: Mapping[str, Any] | None, aleph: str | None, install_version: Any
+) -> MachineSetSkewInput:
+    labels = get_path(obj, ("metadata", "labels")) if obj is not None else None
+    label = labels.get(LABEL_OSSTREAM) if isinstance(labels, Mapping) else None
+    release = machineset_boot_image(_annotations(obj), d.current_release, d.current_release_source, aleph, install_version)
+    return MachineSetSkewInput(d.key, label if isinstance(label, str) else None, release)
