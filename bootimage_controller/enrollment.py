@@ -120,6 +120,11 @@ class Enrollment:
     source: str  # how it was decided, for messages
 
     @classmethod
+    def everything(cls) -> Enrollment:
+        everything = ResourceSelection(SelectionMode.ALL)
+        return cls(everything, everything, "everything")
+
+    @classmethod
     def from_machine_configuration(cls, mc: Mapping[str, Any] | None, platform: str | None) -> Enrollment:
         """Raises SelectorError naming the field when the configuration does not parse."""
         default = SelectionMode.ALL if platform in DEFAULT_ENROLLED_PLATFORMS else SelectionMode.NONE
@@ -143,6 +148,8 @@ class Enrollment:
 
     def covers(self, resource: MachineResource) -> tuple[bool, str]:
         """Whether `resource` is enrolled, and a sentence saying why not."""
+        if self.source == "everything":
+            return True, ""
         if resource.annotations.get(ANNOTATION_BOOT_IMAGE_UPDATES) == BOOT_IMAGE_UPDATES_DISABLED:
             return False, f"annotation {ANNOTATION_BOOT_IMAGE_UPDATES}={BOOT_IMAGE_UPDATES_DISABLED} opts it out"
         selection = self.cpms if resource.kind == CPMS_KIND else self.machinesets

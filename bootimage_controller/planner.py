@@ -74,6 +74,20 @@ def plan_machine(
     return _Planner(resource, golden, facts, enrollment).decide()
 
 
+def identify_boot_image(obj: Any, golden: GoldenBootImages, facts: ClusterFacts) -> BootImageDecision:
+    """The decision as if the MachineSet were enrolled and unowned: what it boots, for skew only.
+
+    A MachineSet the controller must not touch (opted out, owned by another controller) still
+    scales up from its boot image, so skew enforcement needs that image's release all the same.
+    The result must never be acted on.
+    """
+    try:
+        resource = obj if isinstance(obj, MachineResource) else MachineResource.from_object(obj)
+    except InputError as exc:
+        return _invalid_object(obj, exc)
+    return _Planner(resource, golden, facts, Enrollment.everything(), evidence_only=True).decide()
+
+
 def _invalid_object(obj: Any, exc: InputError) -> BootImageDecision:
     meta = obj.get("metadata") if isinstance(obj, Mapping) else None
     meta = meta if isinstance(meta, Mapping) else {}
@@ -97,8 +111,14 @@ class _Planner:
     """Holds one MachineSet's evaluation so each rule is a short method."""
 
     def __init__(
-        self, resource: MachineResource, golden: GoldenBootImages, facts: ClusterFacts, enrollment: Enrollment
+        self,
+        resource: MachineResource,
+        golden: GoldenBootImages,
+        facts: ClusterFacts,
+        enrollment: Enrollment,
+        evidence_only: bool = False,
     ) -> None:
+        self.evidence_only = evidence_only
         self.r = resource
         self.golden = golden
         self.facts = facts
@@ -134,7 +154,7 @@ class _Planner:
         if not enrolled:
             return self.skip(Reason.NOT_ENROLLED, f"{self.r.display} is not enrolled: {why}")
         foreign = [o for o in self.r.owner_references if not is_our_owner_reference(o.api_version, o.kind, o.name)]
-        if foreign:
+        if foreign and not self.evidence_only:
             owners = ", ".join(f"{o.kind}/{o.name}" for o in foreign)
             return self.skip(
                 Reason.OWNED_BY_OTHER,
@@ -290,4 +310,4 @@ def _arch_from_annotation(value: str | None) -> str | None:
     return None
 
 
-__all__ = ["ClusterFacts", "get_path", "is_our_owner_reference", "plan_all", "plan_machine"]
+__all__ = ["ClusterFacts", "get_path", "identify_boot_image", "is_our_owner_reference", "plan_all", "plan_machine"]

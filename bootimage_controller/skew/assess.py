@@ -15,6 +15,7 @@ from ..constants import LABEL_OSSTREAM, MACHINESET_KIND, Action, Reason
 from ..enrollment import Enrollment, SelectionMode
 from ..golden import GoldenBootImages
 from ..model import BootImageDecision, get_path
+from ..planner import ClusterFacts, identify_boot_image
 from .policy import (
     SkewEnforcementStatus,
     SkewSetting,
@@ -51,6 +52,7 @@ def assess_skew(
     degraded: bool,
     degraded_message: str,
     golden: GoldenBootImages | None = None,
+    facts: ClusterFacts | None = None,
     after_pass: PassResult | None = None,
 ) -> SkewAssessment:
     """Raises the project's InputError when `spec.bootImageSkewEnforcement` is invalid."""
@@ -75,7 +77,7 @@ def assess_skew(
         )
     aleph = min_aleph(_annotations(n) for n in cluster.nodes if aleph_versions([n]))
     inputs = [
-        _skew_input(decision, obj, aleph, install_version)
+        _skew_input(_evidence(decision, obj, golden, facts), obj, aleph, install_version)
         for decision, obj in machines
         if decision.kind == MACHINESET_KIND and not _unmanaged(decision)
     ]
@@ -83,6 +85,19 @@ def assess_skew(
         status, inputs, limits, degraded, degraded_message, cluster_version_minor(cluster.cluster_version)
     )
     return SkewAssessment(status, verdict)
+
+
+def _evidence(
+    decision: BootImageDecision,
+    obj: Mapping[str, Any] | None,
+    golden: GoldenBootImages | None,
+    facts: ClusterFacts | None,
+) -> BootImageDecision:
+    """Opted-out and foreign-owned MachineSets still scale up: identify what they boot anyway."""
+    if decision.reason not in (Reason.NOT_ENROLLED, Reason.OWNED_BY_OTHER) or None in (obj, golden, facts):
+        return decision
+    assert golden is not None and facts is not None
+    return identify_boot_image(obj, golden, facts)
 
 
 def _unmanaged(decision: BootImageDecision) -> bool:

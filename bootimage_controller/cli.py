@@ -1,0 +1,429 @@
+"""The `bootimage-controller` command (SPEC section 4).
+
+`plan` runs here; `run`, `release-claims` and `rollback` (the daemon) and `aleph-report` (the node
+agent) are imported only when chosen, so `plan` starts fast and needs no cluster libraries beyond
+what it uses. Exit codes: 0 done, 1 bad input (the message names file, object and field), 2 usage,
+3 `plan --fail-on-skew` with upgrades held. Bad input never prints a traceback: every error this
+project raises on purpose is a `BootImageControllerError`, printed as `error: <message>`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import io
+import os
+import shutil
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from . import __version__
+from .constants import (
+    DEFAULT_CLUSTER_OPERATOR,
+    DEFAULT_OCP_SKEW_LIMIT,
+    DEFAULT_RHEL_SKEW_LIMIT,
+    MAPI_NAMESPACE,
+)
+from .errors import BootImageControllerError, VersionError
+
+if TYPE_CHECKING:
+    from .model import BootImageDecision
+    from .plan_inputs import PreparedPlan
+
+log = structlog.get_logger(__name__)
+
+EXIT_OK = 0
+EXIT_BAD_INPUT = 1
+EXIT_USAGE = 2
+EXIT_SKEW = 3
+
+ENV_GCP_ENDPOINT = "BOOTIMAGE_GCP_ENDPOINT"
+ENV_AZURE_ENDPOINT = "BOOTIMAGE_AZURE_ENDPOINT"
+DEFAULT_ALEPH_PATH = "/sysroot/.coreos-aleph-version.json"
+DEFAULT_HEALTH_ADDR = ":8081"
+DEFAULT_METRICS_ADDR = ":8080"
+DEFAULT_CONCURRENCY = 4
+DEFAULT_QPS = 20.0
+DEFAULT_BURST = 40
+
+
+# ---- argument types (a bad value is a usage error: exit 2 with argparse's message) ------------
+
+
+def arch_arg(value: str) -> str:
+    """`--control-plane-arch`: Kubernetes (`amd64`) or RPM (`x86_64`) names; returns the RPM name."""
+    from .cluster import normalise_arch
+
+    rpm = normalise_arch(value.strip().lower())
+    if rpm is None:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not an architecture: use amd64, arm64, ppc64le or s390x (or x86_64, aarch64)"
+        )
+    return rpm
+
+
+def ocp_limit_arg(value: str) -> str:
+    from .skew.versions import OcpVersion
+
+    try:
+        return str(OcpVersion.parse(value, "--ocp-skew-limit"))
+    except VersionError as exc:
+        raise argparse.ArgumentTypeError(exc.problem) from None
+
+
+def rhel_limit_arg(value: str) -> str:
+    from .skew.versions import RhelVersion
+
+    try:
+        return str(RhelVersion.parse(value, "--rhel-skew-limit"))
+    except VersionError as exc:
+        raise argparse.ArgumentTypeError(exc.problem) from None
+
+
+def positive_int(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
+    return number
+
+
+def non_negative_float(value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
+    if number < 0:
+        raise argparse.ArgumentTypeError(f"{value} must not be negative")
+    return number
+
+
+# ---- the parser ---------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="bootimage-controller",
+        description="Keeps OpenShift worker MachineSet boot images current and enforces boot image skew.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_plan(sub)
+    _add_run(sub)
+    _add_aleph_report(sub)
+    _add_release_claims(sub)
+    _add_rollback(sub)
+    return parser
+
+
+def _add_plan(sub: Any) -> None:
+    p = sub.add_parser(
+        "plan",
+        help="show what the controller would do, offline, from files or a live cluster",
+        description=(
+            "Plan boot image updates from YAML/JSON files or folders (multi-document YAML, kind: List, "
+            "must-gather trees) or from a live cluster, without changing anything."
+        ),
+        epilog=(
+            "exit status: 0 a plan was made (skips and per-MachineSet errors included), 1 bad input, "
+            "2 usage, 3 with --fail-on-skew when boot image skew would hold upgrades"
+        ),
+    )
+    p.add_argument("paths", nargs="*", metavar="PATH", help="YAML/JSON files or folders (searched recursively)")
+    p.add_argument("--bootimages", metavar="FILE",
+                   help="the coreos-bootimages ConfigMap, or a bare stream metadata JSON (wins over the inputs)")
+    p.add_argument("--from-cluster", action="store_true", help="read the objects from a live cluster instead of PATHs")
+    p.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig for --from-cluster (default: $KUBECONFIG, ~/.kube/config)")
+    p.add_argument("-o", "--output", choices=("table", "json", "yaml"), default="table", help="output format (default: table)")
+    p.add_argument("--write-patched", metavar="DIR",
+                   help="write DIR/<namespace>_<name>.yaml for each MachineSet to patch (for GitOps)")
+    p.add_argument("--cloud-verify", action="store_true",
+                   help="ask the clouds whether every target image exists and is available, and who owns "
+                        "unknown current images; credentials: the *-cloud-credentials Secrets among the "
+                        "inputs (or read with --from-cluster), else AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, "
+                        "GOOGLE_APPLICATION_CREDENTIALS, AZURE_CLIENT_ID/AZURE_TENANT_ID/"
+                        "AZURE_SUBSCRIPTION_ID/AZURE_CLIENT_SECRET")
+    p.add_argument("--control-plane-arch", type=arch_arg, metavar="ARCH",
+                   help="control-plane architecture (amd64, arm64, ppc64le, s390x); default: from control-plane Nodes, else amd64")
+    p.add_argument("--fail-on-skew", action="store_true", help="exit 3 when boot image skew would hold upgrades")
+    _add_skew_limits(p)
+    _add_cloud_endpoints(p)
+    p.add_argument("-v", "--verbose", action="store_true", help="log debug details (ignored files, sources) to stderr")
+    p.set_defaults(handler=cmd_plan)
+
+
+def _add_run(sub: Any) -> None:
+    p = sub.add_parser("run", help="run the controller (the daemon)")
+    _add_kubeconfig(p, "default: in-cluster, else $KUBECONFIG or ~/.kube/config")
+    p.add_argument("--dry-run", action="store_true", help="plan and report, but write nothing to MachineSets")
+    p.add_argument("--once", action="store_true",
+                   help="one full pass, then exit 0 when nothing is Degraded (skips are fine), else 1")
+    p.add_argument("--leader-elect", action=argparse.BooleanOptionalAction, default=True,
+                   help="take the Lease before writing (default: on)")
+    p.add_argument("--cluster-operator", default=DEFAULT_CLUSTER_OPERATOR, metavar="NAME",
+                   help=f"ClusterOperator to report to (default: {DEFAULT_CLUSTER_OPERATOR}; empty: none)")
+    p.add_argument("--health-addr", default=DEFAULT_HEALTH_ADDR, metavar="ADDR",
+                   help=f"/healthz and /readyz listen address (default: {DEFAULT_HEALTH_ADDR})")
+    p.add_argument("--metrics-addr", default=DEFAULT_METRICS_ADDR, metavar="ADDR",
+                   help=f"/metrics listen address (default: {DEFAULT_METRICS_ADDR})")
+    p.add_argument("--concurrency", type=positive_int, default=DEFAULT_CONCURRENCY, metavar="N",
+                   help=f"MachineSets reconciled at once (default: {DEFAULT_CONCURRENCY})")
+    p.add_argument("--qps", type=non_negative_float, default=DEFAULT_QPS,
+                   help=f"Kubernetes API requests per second (default: {DEFAULT_QPS:g}; 0: unlimited)")
+    p.add_argument("--burst", type=positive_int, default=DEFAULT_BURST,
+                   help=f"Kubernetes API request burst (default: {DEFAULT_BURST})")
+    _add_logging(p)
+    _add_skew_limits(p)
+    _add_cloud_endpoints(p)
+    p.set_defaults(handler=_lazy("daemon", "run_daemon"))
+
+
+def _add_aleph_report(sub: Any) -> None:
+    from .constants import DEFAULT_ALEPH_REPORT_INTERVAL
+
+    p = sub.add_parser("aleph-report", help="node agent: annotate this Node with its aleph (install boot image) version")
+    p.add_argument("--node-name", default=os.environ.get("NODE_NAME") or None, metavar="N",
+                   help="this Node's name (default: $NODE_NAME)")
+    p.add_argument("--aleph-path", default=DEFAULT_ALEPH_PATH, metavar="P",
+                   help=f"aleph file or sysroot folder (default: {DEFAULT_ALEPH_PATH}, then .bootc-aleph.json beside it)")
+    p.add_argument("--once", action="store_true", help="report once and exit (0 on success, 1 on failure)")
+    p.add_argument("--interval", type=non_negative_float, default=DEFAULT_ALEPH_REPORT_INTERVAL, metavar="SECONDS",
+                   help=f"re-check period (default: {DEFAULT_ALEPH_REPORT_INTERVAL:g})")
+    _add_kubeconfig(p, "default: in-cluster, else $KUBECONFIG or ~/.kube/config")
+    _add_logging(p)
+    p.set_defaults(handler=cmd_aleph_report)
+
+
+def _add_release_claims(sub: Any) -> None:
+    p = sub.add_parser("release-claims", help="remove all our owner references, then the claims finalizer")
+    _add_kubeconfig(p, "default: in-cluster, else $KUBECONFIG or ~/.kube/config")
+    _add_logging(p)
+    p.set_defaults(handler=_lazy("daemon", "release_claims"))
+
+
+def _add_rollback(sub: Any) -> None:
+    p = sub.add_parser("rollback", help="restore a MachineSet's boot image from its boot-image-previous annotation")
+    p.add_argument("name", metavar="NAME", help="the MachineSet")
+    p.add_argument("-n", "--namespace", default=MAPI_NAMESPACE, help=f"its namespace (default: {MAPI_NAMESPACE})")
+    p.add_argument("--dry-run", action="store_true", help="show the change without writing it")
+    _add_kubeconfig(p, "default: in-cluster, else $KUBECONFIG or ~/.kube/config")
+    _add_logging(p)
+    p.set_defaults(handler=_lazy("daemon", "rollback"))
+
+
+def _add_kubeconfig(p: argparse.ArgumentParser, default_text: str) -> None:
+    p.add_argument("--kubeconfig", metavar="FILE", help=f"kubeconfig file ({default_text})")
+
+
+def _add_logging(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--log-format", choices=("json", "console"), default=None,
+                   help="log format (default: console on a terminal, else json)")
+    p.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"), type=str.upper,
+                   help="log level (default: INFO)")
+
+
+def _add_skew_limits(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--ocp-skew-limit", type=ocp_limit_arg, default=DEFAULT_OCP_SKEW_LIMIT, metavar="VERSION",
+                   help=f"oldest OCP boot image version upgrades allow (default: {DEFAULT_OCP_SKEW_LIMIT})")
+    p.add_argument("--rhel-skew-limit", type=rhel_limit_arg, default=DEFAULT_RHEL_SKEW_LIMIT, metavar="VERSION",
+                   help=f"oldest RHEL version of an RHCOS boot image upgrades allow (default: {DEFAULT_RHEL_SKEW_LIMIT})")
+
+
+def _add_cloud_endpoints(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--gcp-endpoint", default=os.environ.get(ENV_GCP_ENDPOINT) or None, metavar="URL",
+                   help=f"GCP Compute API endpoint (private clouds, tests; env {ENV_GCP_ENDPOINT})")
+    p.add_argument("--azure-endpoint", default=os.environ.get(ENV_AZURE_ENDPOINT) or None, metavar="URL",
+                   help=f"Azure Resource Manager endpoint (private clouds, tests; env {ENV_AZURE_ENDPOINT})")
+
+
+# ---- dispatch -------------------------------------------------------------------------------------
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def _lazy(module: str, function: str) -> Handler:
+    """A handler importing `bootimage_controller.<module>.<function>` only when its command runs."""
+
+    def handler(args: argparse.Namespace) -> int:
+        _configure_logging(args.log_format, args.log_level)
+        name = f"{__package__}.{module}"
+        try:
+            mod = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name != name:
+                raise
+            print(f"error: `{args.command}` is not available in this build ({name} is missing)", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        result: int = getattr(mod, function)(args)
+        return result
+
+    return handler
+
+
+def _configure_logging(fmt: str | None, level: str) -> None:
+    from .observability import configure_logging
+
+    configure_logging(fmt, level)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+        _check_usage(parser, args)
+    except SystemExit as exc:  # argparse: --help/--version (0) or a usage error (2)
+        return exc.code if isinstance(exc.code, int) else (EXIT_OK if exc.code is None else EXIT_USAGE)
+    handler: Handler = args.handler
+    try:
+        return handler(args)
+    except BootImageControllerError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        _stdout_gone()
+        return EXIT_OK
+
+
+def _stdout_gone() -> None:
+    """`plan | head`: the reader left. Point stdout at /dev/null so the flush at exit stays quiet."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, io.UnsupportedOperation):
+        pass
+
+
+def _check_usage(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    if args.command == "aleph-report" and not args.node_name:
+        parser.error("aleph-report: --node-name is required (or set NODE_NAME)")
+    if args.command != "plan":
+        return
+    if args.from_cluster and args.paths:
+        parser.error("plan: give PATHs or --from-cluster, not both")
+    if not args.from_cluster and not args.paths:
+        parser.error("plan: give PATHs (files or folders) or --from-cluster")
+    if args.kubeconfig and not args.from_cluster:
+        parser.error("plan: --kubeconfig is used only with --from-cluster")
+
+
+# ---- plan -----------------------------------------------------------------------------------------
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from . import plan_inputs, plan_output
+    from .skew.verdict import SkewLimits
+
+    _configure_logging(None, "DEBUG" if args.verbose else "WARNING")
+    if args.from_cluster:
+        objects = plan_inputs.fetch_cluster_objects(args.kubeconfig, with_secrets=args.cloud_verify)
+    else:
+        objects = plan_inputs.load_paths(args.paths)
+    inputs = plan_inputs.classify(objects)
+    prepared = plan_inputs.prepare(
+        inputs, bootimages_file=args.bootimages, control_plane_arch=args.control_plane_arch
+    )
+    decisions = plan_inputs.run_planner(prepared)
+    cloud_note = "cloud verification: off (offline rules)"
+    if args.cloud_verify:
+        prepared, decisions, cloud_note = _cloud_verify(args, prepared, decisions)
+    limits = SkewLimits.from_flags(
+        args.ocp_skew_limit, args.rhel_skew_limit, ocp_flag="--ocp-skew-limit", rhel_flag="--rhel-skew-limit"
+    )
+    skew = plan_inputs.evaluate_plan_skew(prepared, decisions, limits)
+    context = [*prepared.context, cloud_note, f"skew mode {skew.verdict.mode}: {skew.explanation}"]
+    context += [f"stream mismatch (not enforced): {m.message}" for m in skew.verdict.mismatches if skew.verdict.upgradeable]
+    report = plan_output.PlanReport.build(decisions, skew.verdict.to_json(), context)
+    if args.write_patched:
+        written = plan_output.write_patched(report.decisions, prepared.objects_by_key(), Path(args.write_patched))
+        print(f"wrote {len(written)} patched manifest(s) to {args.write_patched}", file=sys.stderr)
+    code = EXIT_SKEW if args.fail_on_skew and report.upgrades_held else EXIT_OK
+    try:
+        sys.stdout.write(plan_output.render(report, args.output, _terminal_width()))
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _stdout_gone()  # the plan was made: the exit code still tells a pipeline about skew
+    return code
+
+
+def _cloud_verify(
+    args: argparse.Namespace, prepared: PreparedPlan, decisions: list[BootImageDecision]
+) -> tuple[PreparedPlan, list[BootImageDecision], str]:
+    """Rule 9: ask the clouds about the images the offline plan names, then plan again with the answers."""
+    from . import plan_inputs
+    from .cloud import queries
+    from .cloud.verifier import CloudVerifier
+
+    creds = plan_inputs.cloud_credentials(prepared.inputs, os.environ)
+    secrets: dict[Any, Any] = dict(creds.secrets)
+    verifier = CloudVerifier.from_secrets(secrets, gcp_endpoint=args.gcp_endpoint, azure_endpoint=args.azure_endpoint)
+    try:
+        prepared, decisions = asyncio.run(_verify_rounds(verifier, prepared, decisions))
+        platforms = sorted(str(p) for p in verifier.platforms)
+    finally:
+        verifier.close()
+    used = [f"{p} ({origin})" for p, origin in creds.origins.items() if str(p) in platforms]
+    missing = {d.platform for d in decisions if d.platform in queries.CLOUD_PLATFORM_NAMES} - set(platforms)
+    note = "cloud verification: " + ("; ".join(used) if used else "no usable credentials")
+    if missing:
+        names = ", ".join(sorted(str(m) for m in missing))
+        note += f"; offline rules for {names} (no credentials)"
+        print(
+            f"warning: --cloud-verify: no usable credentials for {names}; planned with the offline rules "
+            "(give the credentials Secret among the inputs, use --from-cluster, or set the cloud's "
+            "environment variables: see `plan --help`)",
+            file=sys.stderr,
+        )
+    return prepared, decisions, note
+
+
+async def _verify_rounds(
+    verifier: Any, prepared: PreparedPlan, decisions: list[BootImageDecision]
+) -> tuple[PreparedPlan, list[BootImageDecision]]:
+    """Round 1: every current and target image. Round 2, only when EC2 named Marketplace AMIs:
+    their product listings (the product id is known only from the AMI name EC2 returned)."""
+    from dataclasses import replace
+
+    from . import plan_inputs
+    from .cloud import queries
+
+    keys = queries.image_queries(decisions)
+    facts = await verifier.verify(keys)
+    market = queries.marketplace_queries(facts)
+    if market:
+        facts = await verifier.verify(keys, market)
+    cloud_facts = replace(prepared.facts, cloud=facts, cloud_platforms=frozenset(str(p) for p in verifier.platforms))
+    prepared = replace(prepared, facts=cloud_facts)
+    return prepared, plan_inputs.run_planner(prepared)
+
+
+def cmd_aleph_report(args: argparse.Namespace) -> int:
+    _configure_logging(args.log_format, args.log_level)
+    return asyncio.run(_aleph_report(args))
+
+
+async def _aleph_report(args: argparse.Namespace) -> int:
+    from .aleph_report import run_aleph_report
+    from .kube.client import ClientConfigError, make_api_client
+
+    try:
+        api = await make_api_client(args.kubeconfig)
+    except ClientConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    async with api:
+        return await run_aleph_report(
+            args.node_name, Path(args.aleph_path), api, interval=args.interval, once=args.once
+        )
+
+
+def _terminal_width() -> int:
+    return min(shutil.get_terminal_size((100, 24)).columns, 120)

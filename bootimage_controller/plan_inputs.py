@@ -1,0 +1,736 @@
+"""What `bootimage-controller plan` reads: files, folders, must-gather trees, or a live cluster.
+
+Everything is loaded as plain JSON values and classified by apiVersion group and kind, so a
+must-gather tree, a folder of `oc get -o yaml` dumps, a `kind: List` and a hand-written file all
+work the same way. Nothing here decides anything: `PlanInputs` is handed to `prepare`, which turns
+it into the planner's arguments (golden data, cluster facts, enrollment) and says where each fact
+came from.
+
+Errors name the file (and line for syntax errors), the object and the field, as `InputError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import structlog
+import yaml
+
+from . import cluster
+from .cloud.facts import CloudFacts
+from .constants import (
+    AWS_CREDENTIALS_SECRET,
+    AZURE_CREDENTIALS_SECRET,
+    BOOTIMAGES_CONFIGMAP,
+    CLUSTERVERSION_NAME,
+    CLUSTERVERSION_PLURAL,
+    CONFIG_GROUP,
+    CONFIG_VERSION,
+    CONTROL_PLANE_NODE_LABELS,
+    CPMS_KIND,
+    CPMS_NAME,
+    CPMS_PLURAL,
+    CPMS_PROVIDER_SPEC_PATH,
+    CPMS_VERSION,
+    GCP_CREDENTIALS_SECRET,
+    INFRASTRUCTURE_NAME,
+    INFRASTRUCTURE_PLURAL,
+    LABEL_ARCH,
+    MACHINE_API_GROUP,
+    MACHINECONFIGURATION_KIND,
+    MACHINECONFIGURATION_NAME,
+    MACHINECONFIGURATION_PLURAL,
+    MACHINESET_KIND,
+    MACHINESET_PLURAL,
+    MACHINESET_PROVIDER_SPEC_PATH,
+    MACHINESET_VERSION,
+    MAPI_NAMESPACE,
+    MCO_NAMESPACE,
+    OPERATOR_GROUP,
+    OPERATOR_VERSION,
+    PROVIDER_KIND_PLATFORM,
+    Action,
+    Platform,
+    Reason,
+)
+from .enrollment import Enrollment
+from .errors import BootImageControllerError, InputError
+from .golden import GoldenBootImages
+from .model import BootImageDecision, get_path
+from .planner import ClusterFacts, plan_all
+from .skew.assess import assess_skew
+from .skew.verdict import SkewLimits, SkewVerdict
+
+log = structlog.get_logger(__name__)
+
+YAML_SUFFIXES = frozenset({".yaml", ".yml"})
+JSON_SUFFIXES = frozenset({".json"})
+
+
+class ClusterReadError(BootImageControllerError):
+    """`plan --from-cluster` could not read the cluster (no configuration, unreachable, refused)."""
+
+
+# ---- YAML that reads like Kubernetes reads it ------------------------------------------------
+
+
+class _KubeYamlLoader(yaml.CSafeLoader if yaml.__with_libyaml__ else yaml.SafeLoader):  # type: ignore[misc]
+    """Safe YAML loader that keeps timestamps as strings.
+
+    The API server converts YAML to JSON, where `2024-05-29T15:27:00Z` is a string. PyYAML would
+    make it a `datetime`, which changes the value written by `--write-patched` and is not JSON.
+    """
+
+
+_KubeYamlLoader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
+# ---- loaded objects --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SourcedObject:
+    """One Kubernetes object and where it was read (file, document, list item, or the cluster)."""
+
+    obj: Mapping[str, Any]
+    source: str
+
+    @property
+    def api_group(self) -> str:
+        api_version = str(self.obj.get("apiVersion") or "")
+        return api_version.rpartition("/")[0] if "/" in api_version else ""
+
+    @property
+    def kind(self) -> str:
+        return str(self.obj.get("kind") or "")
+
+    @property
+    def namespace(self) -> str:
+        return str(get_path(self.obj, ("metadata", "namespace")) or "")
+
+    @property
+    def name(self) -> str:
+        return str(get_path(self.obj, ("metadata", "name")) or "")
+
+    @property
+    def identity(self) -> tuple[str, str, str, str]:
+        # Nameless (broken) objects never count as duplicates of each other: each gets its row.
+        return (self.api_group, self.kind, self.namespace, self.name or f"<unnamed in {self.source}>")
+
+    @property
+    def display(self) -> str:
+        where = f"{self.namespace}/{self.name}" if self.namespace else self.name
+        return f"{self.kind} {where}"
+
+    @property
+    def where(self) -> str:
+        """`file: Kind ns/name`, the prefix of every message about this object."""
+        return f"{self.source}: {self.display}"
+
+
+def load_paths(paths: Sequence[str | os.PathLike[str]]) -> list[SourcedObject]:
+    """Every Kubernetes object in `paths` (files, or folders searched recursively), in order."""
+    out: list[SourcedObject] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            out.extend(_load_tree(path))
+        elif path.exists():
+            out.extend(load_file(path))
+        else:
+            raise InputError(str(path), None, "no such file or directory")
+    return out
+
+
+def _load_tree(root: Path) -> Iterator[SourcedObject]:
+    # Sorted, so the result (and "the later duplicate wins") does not depend on the file system;
+    # symlinked folders are not followed (a must-gather may link back to itself).
+    files = [Path(d) / f for d, _dirs, names in os.walk(root) for f in names]
+    for path in sorted(files):
+        if path.suffix.lower() not in YAML_SUFFIXES | JSON_SUFFIXES:
+            log.debug("ignoring file that is not YAML or JSON", file=str(path))
+            continue
+        yield from load_file(path)
+
+
+def load_file(path: Path) -> list[SourcedObject]:
+    return list(expand_lists(parse_documents(_read(path), str(path), path.suffix.lower())))
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(str(path), None, f"not a UTF-8 text file (byte {exc.start})") from None
+    except OSError as exc:
+        raise InputError(str(path), None, exc.strerror or str(exc)) from None
+
+
+def parse_documents(text: str, source: str, suffix: str = "") -> list[tuple[str, Any]]:
+    """(source, value) per document; JSON for `.json` (or text that starts like JSON), else YAML."""
+    looks_json = suffix in JSON_SUFFIXES or (suffix not in YAML_SUFFIXES and text.lstrip()[:1] in ("{", "["))
+    if looks_json:
+        return [(source, _parse_json(text, source))]
+    docs = [doc for doc in _parse_yaml(text, source) if doc is not None]
+    if len(docs) == 1:
+        return [(source, docs[0])]
+    return [(f"{source} (document {i + 1})", doc) for i, doc in enumerate(docs)]
+
+
+def _parse_json(text: str, source: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(source, None, f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+    except RecursionError:
+        raise InputError(source, None, "JSON nested too deeply") from None
+
+
+def _parse_yaml(text: str, source: str) -> list[Any]:
+    try:
+        return list(yaml.load_all(text, Loader=_KubeYamlLoader))
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f" at line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
+        problem = " ".join(p for p in (exc.context, exc.problem) if p) or "syntax error"
+        raise InputError(source, None, f"invalid YAML{where}: {problem}") from None
+    except yaml.YAMLError as exc:
+        raise InputError(source, None, f"invalid YAML: {exc}") from None
+    except RecursionError:
+        raise InputError(source, None, "YAML nested too deeply") from None
+
+
+def expand_lists(docs: Iterable[tuple[str, Any]]) -> Iterator[SourcedObject]:
+    """Kubernetes objects among documents; `kind: List` and every `*List` contribute their items."""
+    for source, doc in docs:
+        if not isinstance(doc, Mapping) or not doc.get("kind") or not doc.get("apiVersion"):
+            log.debug("ignoring a document that is not a Kubernetes object", source=source)
+            continue
+        kind = str(doc["kind"])
+        items = doc.get("items")
+        if kind.endswith("List") and isinstance(items, list):
+            yield from _list_items(doc, kind, items, source)
+        else:
+            yield SourcedObject(doc, source)
+
+
+def _list_items(doc: Mapping[str, Any], kind: str, items: list[Any], source: str) -> Iterator[SourcedObject]:
+    # Items of a typed list (`ConfigMapList` from the API) carry no kind/apiVersion of their own.
+    item_kind = kind[: -len("List")]
+    for i, item in enumerate(items):
+        where = f"{source} items[{i}]"
+        if not isinstance(item, Mapping):
+            log.debug("ignoring a list item that is not an object", source=where)
+            continue
+        if item_kind and not item.get("kind"):
+            item = {"apiVersion": doc.get("apiVersion"), "kind": item_kind, **item}
+        yield from expand_lists([(where, item)])
+
+
+# ---- classification --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PlanInputs:
+    """The objects `plan` uses, by role. Later duplicates (same group, kind, namespace, name) win."""
+
+    machines: tuple[SourcedObject, ...] = ()  # MachineSets and the ControlPlaneMachineSet
+    bootimages: SourcedObject | None = None
+    machine_configuration: SourcedObject | None = None
+    infrastructure: SourcedObject | None = None
+    cluster_version: SourcedObject | None = None
+    nodes: tuple[SourcedObject, ...] = ()
+    secrets: Mapping[str, SourcedObject] = field(default_factory=dict)  # platform -> its credentials Secret
+    ignored: int = 0
+
+
+def classify(objects: Iterable[SourcedObject]) -> PlanInputs:
+    unique: dict[tuple[str, str, str, str], SourcedObject] = {}
+    for obj in objects:
+        if obj.identity in unique and unique[obj.identity].obj != obj.obj:
+            log.info("object given twice; the later one wins", object=obj.display, used=obj.source,
+                     ignored=unique[obj.identity].source)
+        unique[obj.identity] = obj
+    machines: list[SourcedObject] = []
+    nodes: list[SourcedObject] = []
+    singles: dict[str, SourcedObject] = {}
+    secrets: dict[str, SourcedObject] = {}
+    ignored = 0
+    for obj in unique.values():
+        role = _role(obj)
+        if role == "machine":
+            machines.append(obj)
+        elif role == "node":
+            nodes.append(obj)
+        elif role is not None and role.startswith("secret:"):
+            secrets[role.removeprefix("secret:")] = obj
+        elif role is not None:
+            singles[role] = obj
+        else:
+            ignored += 1
+            log.debug("ignoring an object plan does not use", object=obj.display, source=obj.source)
+    return PlanInputs(
+        machines=tuple(sorted(machines, key=lambda o: (o.namespace, o.name, o.kind))),
+        bootimages=singles.get("bootimages"),
+        machine_configuration=singles.get("machineconfiguration"),
+        infrastructure=singles.get("infrastructure"),
+        cluster_version=singles.get("clusterversion"),
+        nodes=tuple(sorted(nodes, key=lambda o: o.name)),
+        secrets=secrets,
+        ignored=ignored,
+    )
+
+
+def _role(obj: SourcedObject) -> str | None:
+    group, kind, namespace, name = obj.api_group, obj.kind, obj.namespace, obj.name
+    if group == MACHINE_API_GROUP and kind in (MACHINESET_KIND, CPMS_KIND):
+        return "machine"
+    if group == "" and kind == "Node":
+        return "node"
+    if group == "" and kind == "Secret" and namespace == MAPI_NAMESPACE:
+        platform = next((p for p, n in CLOUD_SECRET_NAMES.items() if n == name), None)
+        return f"secret:{platform}" if platform else None
+    if group == "" and kind == "ConfigMap" and name == BOOTIMAGES_CONFIGMAP and namespace in ("", MCO_NAMESPACE):
+        return "bootimages"
+    named = {
+        (OPERATOR_GROUP, MACHINECONFIGURATION_KIND, MACHINECONFIGURATION_NAME): "machineconfiguration",
+        (CONFIG_GROUP, "Infrastructure", INFRASTRUCTURE_NAME): "infrastructure",
+        (CONFIG_GROUP, "ClusterVersion", CLUSTERVERSION_NAME): "clusterversion",
+    }
+    return named.get((group, kind, name))
+
+
+# ---- golden data -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GoldenSource:
+    golden: GoldenBootImages
+    description: str  # for the table footer: which file/object gave the golden data
+
+
+def golden_from(inputs: PlanInputs, bootimages_file: str | None) -> GoldenSource:
+    """`--bootimages FILE` wins over a ConfigMap among the inputs; neither is bad input."""
+    if bootimages_file:
+        return load_bootimages_file(Path(bootimages_file))
+    if inputs.bootimages is not None:
+        cm = inputs.bootimages
+        golden = GoldenBootImages.from_configmap(cm.obj, source=f"{cm.source}: ConfigMap {MCO_NAMESPACE}/{BOOTIMAGES_CONFIGMAP}")
+        return GoldenSource(golden, f"ConfigMap {BOOTIMAGES_CONFIGMAP} ({cm.source})")
+    raise InputError(
+        "plan",
+        None,
+        f"no ConfigMap {MCO_NAMESPACE}/{BOOTIMAGES_CONFIGMAP} among the inputs; add it to the paths "
+        "or pass --bootimages FILE (that ConfigMap, or a stream metadata JSON)",
+    )
+
+
+def load_bootimages_file(path: Path) -> GoldenSource:
+    """A `coreos-bootimages` ConfigMap (YAML/JSON, possibly in a List) or a bare stream JSON."""
+    docs = parse_documents(_read(path), str(path), path.suffix.lower())
+    for source, doc in docs:
+        if isinstance(doc, Mapping) and "architectures" in doc and "kind" not in doc:
+            # Round trip through JSON: the document may have come from YAML.
+            golden = GoldenBootImages.from_stream_json(json.dumps(doc), source=source)
+            return GoldenSource(golden, f"stream metadata {source}")
+    configmaps = [o for o in expand_lists(docs) if o.kind == "ConfigMap" and o.api_group == ""]
+    named = [o for o in configmaps if o.name == BOOTIMAGES_CONFIGMAP]
+    chosen = named[-1] if named else (configmaps[0] if len(configmaps) == 1 else None)
+    if chosen is None:
+        raise InputError(
+            str(path), None,
+            f"--bootimages: found neither a ConfigMap {BOOTIMAGES_CONFIGMAP} nor a stream metadata "
+            "document (a JSON object with `architectures`)",
+        )
+    golden = GoldenBootImages.from_configmap(chosen.obj, source=chosen.where)
+    return GoldenSource(golden, f"ConfigMap {chosen.name} ({chosen.source})")
+
+
+# ---- cluster facts -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Fact:
+    """A value and the sentence saying where it came from (shown under the table)."""
+
+    value: Any
+    origin: str
+
+
+def platform_fact(inputs: PlanInputs) -> Fact:
+    """Infrastructure's platform; without it, the one platform the MachineSets' providerSpecs name.
+
+    Inferring is for `plan` on a folder of MachineSets only: without a platform every MachineSet
+    would be `NotEnrolled` (the enrollment default depends on it), which helps nobody.
+    """
+    infra = inputs.infrastructure
+    if infra is not None:
+        platform = cluster.platform_of(infra.obj)
+        if platform:
+            return Fact(platform, f"Infrastructure cluster ({infra.source})")
+    kinds = {get_path(m.obj, (*_provider_spec_path(m), "kind")) for m in inputs.machines}
+    platforms = {str(PROVIDER_KIND_PLATFORM[k]) for k in kinds if isinstance(k, str) and k in PROVIDER_KIND_PLATFORM}
+    if len(platforms) == 1:
+        platform = platforms.pop()
+        return Fact(platform, "no platform in an Infrastructure cluster among the inputs; taken from the MachineSets' providerSpec kind")
+    return Fact(None, "unknown: no Infrastructure cluster among the inputs and no single platform in the MachineSets")
+
+
+def _provider_spec_path(m: SourcedObject) -> tuple[str, ...]:
+    return CPMS_PROVIDER_SPEC_PATH if m.kind == CPMS_KIND else MACHINESET_PROVIDER_SPEC_PATH
+
+
+def control_plane_arch_fact(inputs: PlanInputs, override: str | None) -> Fact:
+    """`--control-plane-arch`, then the control-plane Nodes' `kubernetes.io/arch`, then x86_64."""
+    if override:
+        return Fact(override, "--control-plane-arch")
+    arches: dict[str, list[str]] = {}
+    for node in control_plane_nodes(inputs):
+        value = (get_path(node.obj, ("metadata", "labels")) or {}).get(LABEL_ARCH)
+        if isinstance(value, str) and value:
+            arches.setdefault(cluster.normalise_arch(value) or value, []).append(node.name)
+    if not arches:
+        return Fact("x86_64", "default (no control-plane Node with a kubernetes.io/arch label among the inputs)")
+    # The most common one; a mixed control plane is unusual enough to say so.
+    arch = max(sorted(arches), key=lambda a: len(arches[a]))
+    origin = f"{LABEL_ARCH} of control-plane Nodes {', '.join(arches[arch])}"
+    others = [a for a in sorted(arches) if a != arch]
+    if others:
+        origin += f" (other control-plane Nodes report {', '.join(others)})"
+    return Fact(arch, origin)
+
+
+def control_plane_nodes(inputs: PlanInputs) -> list[SourcedObject]:
+    return [n for n in inputs.nodes if cluster.is_control_plane_node(n.obj)]
+
+
+def enrollment_from(inputs: PlanInputs, platform: str | None) -> Enrollment:
+    """Enrollment from MachineConfiguration `cluster` (absent: the platform default)."""
+    mc = inputs.machine_configuration
+    try:
+        return Enrollment.from_machine_configuration(mc.obj if mc else None, platform)
+    except InputError as exc:
+        raise _in_file(exc, mc) from None
+
+
+def _in_file(exc: InputError, obj: SourcedObject | None) -> InputError:
+    # The parsers know the object and the field; the administrator also needs the file.
+    return type(exc)(f"{obj.source}: {exc.obj}" if obj else exc.obj, exc.field, exc.problem)
+
+
+@dataclass(frozen=True)
+class PreparedPlan:
+    """The planner's arguments, and a line per fact saying where it came from."""
+
+    inputs: PlanInputs
+    golden: GoldenBootImages
+    facts: ClusterFacts
+    enrollment: Enrollment
+    context: tuple[str, ...]
+
+    def objects_by_key(self) -> dict[tuple[str, str, str], Mapping[str, Any]]:
+        return {(m.kind, m.namespace, m.name): m.obj for m in self.inputs.machines}
+
+
+def prepare(
+    inputs: PlanInputs,
+    *,
+    bootimages_file: str | None = None,
+    control_plane_arch: str | None = None,
+    cloud: CloudFacts | None = None,
+    cloud_platforms: frozenset[str] = frozenset(),
+) -> PreparedPlan:
+    """Golden data, cluster facts and enrollment; raises `InputError` naming file, object, field."""
+    golden = golden_from(inputs, bootimages_file)
+    platform = platform_fact(inputs)
+    arch = control_plane_arch_fact(inputs, control_plane_arch)
+    multi = cluster.is_multi_arch(inputs.cluster_version.obj if inputs.cluster_version else None)
+    enrollment = enrollment_from(inputs, platform.value)
+    facts = ClusterFacts(
+        platform=platform.value,
+        control_plane_arch=arch.value,
+        multi_arch=multi,
+        cloud=cloud,
+        cloud_platforms=cloud_platforms,
+    )
+    context = [
+        f"golden boot images: {golden.description}; {_streams_summary(golden.golden)}",
+        f"platform: {platform.value or 'unknown'} ({platform.origin})",
+        f"control-plane architecture: {arch.value} ({arch.origin})"
+        + ("; multi-architecture cluster (ClusterVersion status.desired.architecture Multi)" if multi else ""),
+        f"enrollment: MachineSets {enrollment.machinesets.mode}, ControlPlaneMachineSet {enrollment.cpms.mode} "
+        f"({enrollment.source})",
+    ]
+    return PreparedPlan(inputs, golden.golden, facts, enrollment, tuple(context))
+
+
+def run_planner(prepared: PreparedPlan) -> list[BootImageDecision]:
+    """`planner.plan_all` over the inputs; an object too broken to parse is named by its file."""
+    machines = prepared.inputs.machines
+    decisions = plan_all([m.obj for m in machines], prepared.golden, prepared.facts, prepared.enrollment)
+    return [
+        replace(d, message=f"{m.source}: {d.message}") if d.reason == Reason.INVALID_OBJECT else d
+        for m, d in zip(machines, decisions, strict=True)
+    ]
+
+
+def _streams_summary(golden: GoldenBootImages) -> str:
+    names = [f"{golden.default.name} (default)"] + [n for n in sorted(golden.streams) if n != golden.default.name]
+    names += [f"{n} (invalid)" for n in sorted(golden.invalid_streams)]
+    release = f"release {golden.release_version}, " if golden.release_version else ""
+    return f"{release}streams {', '.join(names)}"
+
+
+# ---- skew --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SkewOutcome:
+    verdict: SkewVerdict
+    explanation: str  # why this mode is in effect
+
+
+def evaluate_plan_skew(
+    prepared: PreparedPlan, decisions: Sequence[BootImageDecision], limits: SkewLimits
+) -> SkewOutcome:
+    """The skew verdict the daemon would reach on these objects now (SPEC section 5).
+
+    The boot images judged are the MachineSets' current ones, before any patch in the plan: that
+    is what holds or allows an upgrade today. Error decisions count as BootImageUpdateDegraded, as
+    they would in the daemon. The same `assess_skew` as the daemon's, on the same objects.
+    """
+    inputs = prepared.inputs
+    mc = inputs.machine_configuration
+    objects = prepared.objects_by_key()
+    errors = [d for d in decisions if d.action == Action.ERROR]
+    try:
+        assessment = assess_skew(
+            cluster_objects(inputs),
+            prepared.enrollment,
+            [(d, objects.get((d.kind, d.namespace, d.name))) for d in decisions],
+            limits,
+            degraded=bool(errors),
+            degraded_message="; ".join(f"{d.namespace}/{d.name}: {d.reason}" for d in errors),
+            golden=prepared.golden,
+            facts=prepared.facts,
+        )
+    except InputError as exc:
+        raise _in_file(exc, mc) from None
+    return SkewOutcome(assessment.verdict, assessment.status.explanation)
+
+
+def cluster_objects(inputs: PlanInputs) -> cluster.ClusterObjects:
+    def obj(item: SourcedObject | None) -> Mapping[str, Any] | None:
+        return item.obj if item is not None else None
+
+    return cluster.ClusterObjects(
+        bootimages=obj(inputs.bootimages),
+        machine_configuration=obj(inputs.machine_configuration),
+        infrastructure=obj(inputs.infrastructure),
+        cluster_version=obj(inputs.cluster_version),
+        nodes=tuple(n.obj for n in inputs.nodes),
+    )
+
+
+# ---- the live cluster --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Read:
+    """One read `plan --from-cluster` makes, and the kind/apiVersion to stamp on list items."""
+
+    what: str
+    api_version: str
+    kind: str
+    call: Any = field(repr=False)
+    is_list: bool = False
+
+
+def fetch_cluster_objects(kubeconfig: str | None, *, with_secrets: bool = False) -> list[SourcedObject]:
+    """The objects `plan` uses, read once from a live cluster. Missing objects are fine.
+
+    `with_secrets` (for `--cloud-verify`) also gets the cloud credentials Secrets, by name only.
+    """
+    return asyncio.run(_fetch_cluster_objects(kubeconfig, with_secrets))
+
+
+async def _fetch_cluster_objects(kubeconfig: str | None, with_secrets: bool) -> list[SourcedObject]:
+    from kubernetes_asyncio import client
+    from kubernetes_asyncio.config import ConfigException
+
+    from .kube.client import ClientConfigError, make_api_client
+
+    if kubeconfig and not Path(kubeconfig).is_file():
+        raise ClusterReadError(f"--kubeconfig {kubeconfig}: no such file")
+    try:
+        api = await make_api_client(kubeconfig)
+    except ClientConfigError as exc:
+        raise ClusterReadError(str(exc)) from None
+    except (ConfigException, OSError, ValueError, TypeError, KeyError) as exc:
+        raise ClusterReadError(f"cannot load the Kubernetes configuration {kubeconfig or ''}: {exc}") from None
+    async with api:
+        core = client.CoreV1Api(api)
+        reads = _cluster_reads(client.CustomObjectsApi(api), core)
+        if with_secrets:
+            reads += [
+                _Read(f"Secret {name}", "v1", "Secret",
+                      lambda name=name: core.read_namespaced_secret(name, MAPI_NAMESPACE, _preload_content=False))
+                for name in CLOUD_SECRET_NAMES.values()
+            ]
+        # Every read finishes before the client closes; the first failure is then reported.
+        results = await asyncio.gather(*(_run_read(r) for r in reads), return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+    return [obj for group in results if isinstance(group, list) for obj in group]
+
+
+def _cluster_reads(co: Any, core: Any) -> list[_Read]:
+    # Raw responses (`_preload_content=False`): the objects exactly as the API server sent them,
+    # unknown fields included, with no typed model to reject or rename anything.
+    raw = {"_preload_content": False}
+    mapi = f"{MACHINE_API_GROUP}/{MACHINESET_VERSION}"
+    return [
+        _Read("MachineSets", mapi, MACHINESET_KIND, lambda: co.list_namespaced_custom_object(
+            MACHINE_API_GROUP, MACHINESET_VERSION, MAPI_NAMESPACE, MACHINESET_PLURAL, **raw), is_list=True),
+        _Read("ControlPlaneMachineSet", f"{MACHINE_API_GROUP}/{CPMS_VERSION}", CPMS_KIND,
+              lambda: co.get_namespaced_custom_object(
+                  MACHINE_API_GROUP, CPMS_VERSION, MAPI_NAMESPACE, CPMS_PLURAL, CPMS_NAME, **raw)),
+        _Read("MachineConfiguration", f"{OPERATOR_GROUP}/{OPERATOR_VERSION}", MACHINECONFIGURATION_KIND,
+              lambda: co.get_cluster_custom_object(
+                  OPERATOR_GROUP, OPERATOR_VERSION, MACHINECONFIGURATION_PLURAL, MACHINECONFIGURATION_NAME, **raw)),
+        _Read("Infrastructure", f"{CONFIG_GROUP}/{CONFIG_VERSION}", "Infrastructure",
+              lambda: co.get_cluster_custom_object(
+                  CONFIG_GROUP, CONFIG_VERSION, INFRASTRUCTURE_PLURAL, INFRASTRUCTURE_NAME, **raw)),
+        _Read("ClusterVersion", f"{CONFIG_GROUP}/{CONFIG_VERSION}", "ClusterVersion",
+              lambda: co.get_cluster_custom_object(
+                  CONFIG_GROUP, CONFIG_VERSION, CLUSTERVERSION_PLURAL, CLUSTERVERSION_NAME, **raw)),
+        _Read("ConfigMap coreos-bootimages", "v1", "ConfigMap",
+              lambda: core.read_namespaced_config_map(BOOTIMAGES_CONFIGMAP, MCO_NAMESPACE, **raw)),
+        *(
+            _Read(f"Nodes {label}", "v1", "Node",
+                  lambda label=label: core.list_node(label_selector=label, **raw), is_list=True)
+            for label in CONTROL_PLANE_NODE_LABELS
+        ),
+    ]
+
+
+async def _run_read(read: _Read) -> list[SourcedObject]:
+    import aiohttp
+    from kubernetes_asyncio.client.exceptions import ApiException
+
+    try:
+        response = await read.call()
+        try:
+            status, reason, body = response.status, response.reason, await response.read()
+        finally:
+            response.release()
+    except ApiException as exc:  # raised by the client itself (e.g. a connection it could not make)
+        raise ClusterReadError(f"reading {read.what}: {exc.reason or exc}") from None
+    except (OSError, TimeoutError, aiohttp.ClientError) as exc:
+        raise ClusterReadError(f"reading {read.what}: {exc or type(exc).__name__}") from None
+    if status == 404:
+        log.info("not found in the cluster", object=read.what)
+        return []
+    if status == 403:
+        log.warning("not allowed to read; planning without it", object=read.what)
+        return []
+    if not 200 <= status < 300:
+        raise ClusterReadError(f"reading {read.what}: HTTP {status} {reason or ''}".rstrip())
+    try:
+        value = json.loads(body)
+    except ValueError:
+        raise ClusterReadError(f"reading {read.what}: the API server's answer is not JSON") from None
+    items = (value.get("items") or []) if read.is_list else [value]
+    source = f"cluster {read.what}"
+    # The API omits kind/apiVersion on the items of typed lists.
+    return [
+        SourcedObject({**item, "apiVersion": item.get("apiVersion") or read.api_version,
+                       "kind": item.get("kind") or read.kind}, source)
+        for item in items
+        if isinstance(item, Mapping)
+    ]
+
+
+# ---- cloud verification (`plan --cloud-verify`) ------------------------------------------------
+
+# Without the cluster's Secret, `plan` uses the administrator's own credentials from these
+# variables (the names each cloud's CLI uses), shaped like the Secret so one parser validates both.
+_ENV_SECRET_KEYS: Mapping[Platform, Mapping[str, str]] = {
+    Platform.AWS: {
+        "aws_access_key_id": "AWS_ACCESS_KEY_ID",
+        "aws_secret_access_key": "AWS_SECRET_ACCESS_KEY",
+        "role_arn": "AWS_ROLE_ARN",
+        "web_identity_token_file": "AWS_WEB_IDENTITY_TOKEN_FILE",
+    },
+    Platform.AZURE: {
+        "azure_client_id": "AZURE_CLIENT_ID",
+        "azure_client_secret": "AZURE_CLIENT_SECRET",
+        "azure_tenant_id": "AZURE_TENANT_ID",
+        "azure_subscription_id": "AZURE_SUBSCRIPTION_ID",
+        "azure_federated_token_file": "AZURE_FEDERATED_TOKEN_FILE",
+    },
+}
+GCP_CREDENTIALS_ENV = "GOOGLE_APPLICATION_CREDENTIALS"
+CLOUD_SECRET_NAMES: Mapping[Platform, str] = {
+    Platform.AWS: AWS_CREDENTIALS_SECRET,
+    Platform.GCP: GCP_CREDENTIALS_SECRET,
+    Platform.AZURE: AZURE_CREDENTIALS_SECRET,
+}
+
+
+@dataclass(frozen=True)
+class CloudCredentialSources:
+    secrets: Mapping[Platform, Mapping[str, Any]]  # Secret-shaped objects, for CloudVerifier.from_secrets
+    origins: Mapping[Platform, str]  # where each came from (no values), for the table's Inputs
+
+
+def cloud_credentials(inputs: PlanInputs, environ: Mapping[str, str]) -> CloudCredentialSources:
+    """Per cloud: the credentials Secret among the inputs (or read from the cluster), else the environment."""
+    secrets: dict[Platform, Mapping[str, Any]] = {}
+    origins: dict[Platform, str] = {}
+    for platform, secret in inputs.secrets.items():
+        secrets[Platform(platform)] = secret.obj
+        origins[Platform(platform)] = f"Secret {secret.namespace}/{secret.name} ({secret.source})"
+    for platform, secret_from_env in _environment_secrets(environ).items():
+        if platform not in secrets:
+            secrets[platform] = secret_from_env
+            origins[platform] = f"environment ({secret_from_env['metadata']['name']})"
+    return CloudCredentialSources(secrets, origins)
+
+
+def _environment_secrets(environ: Mapping[str, str]) -> dict[Platform, Mapping[str, Any]]:
+    out: dict[Platform, Mapping[str, Any]] = {}
+    for platform, keys in _ENV_SECRET_KEYS.items():
+        data = {key: _b64(environ[var]) for key, var in keys.items() if environ.get(var)}
+        if data:
+            used = "/".join(var for key, var in keys.items() if key in data)
+            out[platform] = _secret_shape(used, data)
+    path = environ.get(GCP_CREDENTIALS_ENV)
+    if path:
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise InputError(GCP_CREDENTIALS_ENV, None, f"cannot read {path}: {exc.strerror or exc}") from None
+        out[Platform.GCP] = _secret_shape(GCP_CREDENTIALS_ENV, {"service_account.json": _b64(text)})
+    return out
+
+
+def _b64(text: str) -> str:
+    return base64.b64encode(text.encode("utf-8")).decode("ascii")
+
+
+def _secret_shape(name: str, data: Mapping[str, str]) -> Mapping[str, Any]:
+    return {"apiVersion": "v1", "kind": "Secret", "metadata": {"namespace": "environment", "name": name}, "data": data}
+
+

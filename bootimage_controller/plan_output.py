@@ -1,0 +1,220 @@
+"""What `plan` prints (table, JSON, YAML) and the manifests `--write-patched` writes.
+
+JSON and YAML are exactly the SPEC section 4 object; the table is for an administrator reading a
+terminal: one row per MachineSet, the reasons for skips and errors spelled out below it, a
+summary line and the skew verdict.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import textwrap
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .constants import CPMS_KIND, Action
+from .errors import InputError
+from .model import BootImageDecision
+from .patching import apply_changes
+
+PLAN_KIND = "BootImagePlan"
+OUTPUT_FORMATS = ("table", "json", "yaml")
+
+# Fields the API server owns. A manifest that carries them cannot be applied as it is:
+# server-side apply rejects `managedFields`; a stale `resourceVersion` makes apply/replace fail
+# with 409 Conflict; a `uid` fails the precondition once the object is recreated. Everything else
+# (status, creationTimestamp, annotations, unknown keys) is kept exactly as read.
+SERVER_OWNED_METADATA = ("managedFields", "resourceVersion", "uid")
+
+
+@dataclass(frozen=True)
+class PlanReport:
+    decisions: tuple[BootImageDecision, ...]
+    skew: Mapping[str, Any] | None  # the SPEC `skew` object (skew.verdict), None when not evaluated
+    context: tuple[str, ...] = ()  # where the facts came from, printed under the table
+
+    @classmethod
+    def build(
+        cls, decisions: Iterable[BootImageDecision], skew: Mapping[str, Any] | None, context: Iterable[str] = ()
+    ) -> PlanReport:
+        return cls(sort_decisions(decisions), skew, tuple(context))
+
+    @property
+    def upgrades_held(self) -> bool:
+        return self.skew is not None and self.skew.get("upgradeable") is False
+
+
+def sort_decisions(decisions: Iterable[BootImageDecision]) -> tuple[BootImageDecision, ...]:
+    return tuple(sorted(decisions, key=lambda d: (d.namespace, d.name, d.kind)))
+
+
+def plan_document(report: PlanReport) -> dict[str, Any]:
+    """The `plan -o json` object (SPEC section 4), field names exact, plain JSON types only."""
+    doc = {
+        "kind": PLAN_KIND,
+        "machineSets": [d.to_json() for d in report.decisions],
+        "skew": dict(report.skew) if report.skew is not None else None,
+    }
+    # A round trip turns enum members (reasons are StrEnums) into the plain strings YAML needs.
+    result: dict[str, Any] = json.loads(json.dumps(doc))
+    return result
+
+
+def render(report: PlanReport, fmt: str, width: int = 100) -> str:
+    if fmt == "json":
+        return json.dumps(plan_document(report), indent=2) + "\n"
+    if fmt == "yaml":
+        return yaml.safe_dump(plan_document(report), sort_keys=False, default_flow_style=False, allow_unicode=True)
+    return render_table(report, width)
+
+
+# ---- table --------------------------------------------------------------------------------------
+
+_SUMMARY_WORDS = (
+    (Action.PATCH, "to patch"),
+    (Action.NOOP, "up to date"),
+    (Action.SKIP, "skipped"),
+    (Action.ERROR, "errors"),
+)
+
+
+def render_table(report: PlanReport, width: int = 100) -> str:
+    width = max(60, width)
+    lines: list[str] = []
+    if report.decisions:
+        lines.extend(_rows(report.decisions))
+    else:
+        lines.append("No MachineSets or ControlPlaneMachineSets found in the input.")
+    details = _details(report.decisions, width)
+    if details:
+        lines += ["", "Details:", *details]
+    lines += ["", summary_line(report.decisions), *skew_lines(report.skew, width)]
+    if report.context:
+        lines += ["", "Inputs:"]
+        for item in report.context:
+            lines.extend(_wrap(item, width, "  ", "    "))
+    return "\n".join(lines) + "\n"
+
+
+def _rows(decisions: Sequence[BootImageDecision]) -> list[str]:
+    one_namespace = len({d.namespace for d in decisions}) == 1
+    show_kind = any(d.kind == CPMS_KIND for d in decisions)
+    header = ["NAME" if one_namespace else "NAMESPACE/NAME"]
+    header += ["KIND"] if show_kind else []
+    header += ["PLATFORM", "ARCH", "STREAM", "ACTION", "REASON", "CURRENT", "TARGET"]
+    rows = [header]
+    for d in decisions:
+        row: list[str | None] = [_display_name(d, one_namespace)]
+        row += [d.kind] if show_kind else []
+        row += [d.platform, d.architecture, d.stream, str(d.action), d.reason, d.current_release, d.target_release]
+        rows.append([_cell(v) for v in row])
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    return ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+
+
+def _display_name(d: BootImageDecision, one_namespace: bool) -> str:
+    name = d.name or "<unnamed>"
+    return name if one_namespace else f"{d.namespace}/{name}"
+
+
+def _cell(value: str | None) -> str:
+    return value if value else "-"
+
+
+def _details(decisions: Sequence[BootImageDecision], width: int) -> list[str]:
+    out: list[str] = []
+    for d in decisions:
+        if d.action not in (Action.SKIP, Action.ERROR):
+            continue
+        out.extend(_wrap(f"{_display_name(d, False)}: {d.action} {d.reason}", width, "  ", "    "))
+        out.extend(_wrap(d.message, width, "    ", "    "))
+    return out
+
+
+def _wrap(text: str, width: int, first: str, rest: str) -> list[str]:
+    return textwrap.wrap(
+        text, width=width, initial_indent=first, subsequent_indent=rest, break_long_words=False, break_on_hyphens=False
+    ) or [first.rstrip()]
+
+
+def summary_line(decisions: Sequence[BootImageDecision]) -> str:
+    counts = Counter(d.action for d in decisions)
+    return "Plan: " + ", ".join(f"{counts.get(action, 0)} {words}" for action, words in _SUMMARY_WORDS)
+
+
+def skew_lines(skew: Mapping[str, Any] | None, width: int) -> list[str]:
+    if skew is None:
+        return ["Skew: not evaluated"]
+    image = skew.get("clusterBootImage") or {}
+    limit = skew.get("limit") or {}
+    found = image.get("rhcosVersion") or image.get("ocpVersion")
+    parts = [f"Skew: mode {skew.get('mode')}"]
+    if found:
+        parts.append(f"cluster boot image {found} (from {image.get('source')})")
+    parts.append(f"limit OCP {limit.get('ocpVersion')} / RHEL {limit.get('rhelVersion')}")
+    verdict = "upgradeable" if skew.get("upgradeable") else "upgrades HELD"
+    head = ", ".join(parts) + f": {verdict} ({skew.get('reason')})"
+    lines = _wrap(head, width, "", "  ")
+    if skew.get("message"):
+        lines += _wrap(str(skew["message"]), width, "  ", "  ")
+    return lines
+
+
+# ---- --write-patched ---------------------------------------------------------------------------
+
+_UNSAFE_FILE_CHARS = re.compile(r"[^A-Za-z0-9._-]")
+ObjectKey = tuple[str, str, str]  # (kind, namespace, name)
+
+
+def patched_manifest(obj: Mapping[str, Any], decision: BootImageDecision) -> dict[str, Any]:
+    """The input object with only the boot image field changed (and server-owned metadata gone)."""
+    patched = apply_changes(obj, decision.changes)
+    meta = patched.get("metadata")
+    if isinstance(meta, dict):
+        for key in SERVER_OWNED_METADATA:
+            meta.pop(key, None)
+    return patched
+
+
+def manifest_filename(decision: BootImageDecision) -> str:
+    parts = [p for p in (decision.namespace, decision.name) if p]
+    return "_".join(_UNSAFE_FILE_CHARS.sub("_", p) for p in parts) + ".yaml"
+
+
+def write_patched(
+    decisions: Iterable[BootImageDecision], objects: Mapping[ObjectKey, Mapping[str, Any]], out_dir: Path
+) -> list[Path]:
+    """Write `DIR/<namespace>_<name>.yaml` for every `patch` decision; returns the paths written."""
+    patches = [d for d in decisions if d.action == Action.PATCH and d.changes]
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(str(out_dir), None, f"--write-patched: cannot create the folder: {exc.strerror or exc}") from None
+    written = []
+    for decision in patches:
+        obj = objects.get((decision.kind, decision.namespace, decision.name))
+        if obj is None:
+            continue
+        path = out_dir / manifest_filename(decision)
+        text = _header(decision) + yaml.safe_dump(
+            patched_manifest(obj, decision), sort_keys=False, default_flow_style=False, allow_unicode=True
+        )
+        try:
+            path.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise InputError(str(path), None, f"--write-patched: cannot write: {exc.strerror or exc}") from None
+        written.append(path)
+    return written
+
+
+def _header(d: BootImageDecision) -> str:
+    return (
+        f"# Patched by `bootimage-controller plan --write-patched`: only {d.field} changed\n"
+        f"# ({d.current_release or 'unknown release'} -> {d.target_release or 'golden boot image'}, stream {d.stream}).\n"
+    )

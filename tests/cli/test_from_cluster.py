@@ -1,0 +1,176 @@
+"""`plan --from-cluster`: the same plan from a live API as from the dump of it.
+
+The API is a small stdlib HTTP server answering the reads `plan` makes with the example cluster's
+objects, shaped as the real API server returns them (typed lists without item kinds).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+import yaml
+
+from .conftest import EXAMPLE, Run
+
+NS_MAPI = "/apis/machine.openshift.io/v1beta1/namespaces/openshift-machine-api/machinesets"
+CPMS = "/apis/machine.openshift.io/v1/namespaces/openshift-machine-api/controlplanemachinesets/cluster"
+MC = "/apis/operator.openshift.io/v1/machineconfigurations/cluster"
+INFRA = "/apis/config.openshift.io/v1/infrastructures/cluster"
+CV = "/apis/config.openshift.io/v1/clusterversions/version"
+CM = "/api/v1/namespaces/openshift-machine-config-operator/configmaps/coreos-bootimages"
+NODES = "/api/v1/nodes"
+SECRETS = "/api/v1/namespaces/openshift-machine-api/secrets/"
+
+
+def example_objects() -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for path in sorted(EXAMPLE.rglob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            if doc:
+                out.extend(doc["items"] if doc["kind"].endswith("List") else [doc])
+    return out
+
+
+class FakeApi:
+    def __init__(self) -> None:
+        self.objects = example_objects()
+        self.status_for: dict[str, int] = {}  # path -> HTTP status to answer instead
+        self.requests: list[str] = []
+
+    def one(self, kind: str, name: str) -> dict[str, Any] | None:
+        return next((o for o in self.objects if o["kind"] == kind and o["metadata"]["name"] == name), None)
+
+    def answer(self, path: str, query: dict[str, list[str]]) -> tuple[int, Any]:
+        self.requests.append(path)
+        if path in self.status_for:
+            return self.status_for[path], {"kind": "Status", "code": self.status_for[path], "message": "injected"}
+        if path == NS_MAPI:
+            items = [o for o in self.objects if o["kind"] == "MachineSet"]
+            return 200, {"apiVersion": "machine.openshift.io/v1beta1", "kind": "MachineSetList", "items": items,
+                         "metadata": {"resourceVersion": "1"}}
+        if path == NODES:
+            label = query.get("labelSelector", [""])[0]
+            items = []
+            for o in self.objects:
+                if o["kind"] == "Node" and label in o["metadata"].get("labels", {}):
+                    item = copy.deepcopy(o)
+                    item.pop("kind")  # typed lists carry no item kinds
+                    item.pop("apiVersion")
+                    items.append(item)
+            return 200, {"apiVersion": "v1", "kind": "NodeList", "items": items, "metadata": {"resourceVersion": "1"}}
+        singles = {CPMS: ("ControlPlaneMachineSet", "cluster"), MC: ("MachineConfiguration", "cluster"),
+                   INFRA: ("Infrastructure", "cluster"), CV: ("ClusterVersion", "version"),
+                   CM: ("ConfigMap", "coreos-bootimages")}
+        obj = self.one(*singles[path]) if path in singles else None
+        if obj is None:
+            return 404, {"kind": "Status", "code": 404, "reason": "NotFound"}
+        return 200, obj
+
+
+@pytest.fixture
+def fake_api(tmp_path: Path) -> Iterator[tuple[FakeApi, Path]]:
+    api = FakeApi()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            url = urlsplit(self.path)
+            code, body = api.answer(url.path, parse_qs(url.query))
+            data = json.dumps(body).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    class Server(ThreadingHTTPServer):
+        def handle_error(self, request: Any, client_address: Any) -> None:
+            pass  # a client that hung up early is not the test's business
+
+    server = Server(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "fake",
+        "clusters": [{"name": "fake", "cluster": {"server": f"http://127.0.0.1:{server.server_address[1]}"}}],
+        "users": [{"name": "fake", "user": {"token": "not-a-real-token"}}],
+        "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "fake"}}],
+    }))
+    try:
+        yield api, kubeconfig
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_live_plan_equals_the_plan_of_the_dump(run: Run, fake_api: tuple[FakeApi, Path]) -> None:
+    api, kubeconfig = fake_api
+    live = run("plan", "--from-cluster", "--kubeconfig", kubeconfig, "-o", "json")
+    assert live.code == 0, live.err
+    assert live.json() == run("plan", EXAMPLE, "-o", "json").json()
+    assert SECRETS not in "".join(api.requests), "no Secret is read without --cloud-verify"
+
+
+def test_missing_objects_are_fine(run: Run, fake_api: tuple[FakeApi, Path]) -> None:
+    api, kubeconfig = fake_api
+    api.status_for[CPMS] = 404
+    api.status_for[NODES] = 403  # a user who may not list Nodes
+    result = run("plan", "--from-cluster", "--kubeconfig", kubeconfig, "-o", "json")
+    assert result.code == 0, result.err
+    names = {m["name"] for m in result.json()["machineSets"]}
+    assert "cluster" not in names and len(names) == 6
+
+
+def test_missing_configmap_in_the_cluster_is_bad_input(run: Run, fake_api: tuple[FakeApi, Path]) -> None:
+    api, kubeconfig = fake_api
+    api.status_for[CM] = 404
+    result = run("plan", "--from-cluster", "--kubeconfig", kubeconfig)
+    assert result.code == 1
+    assert "coreos-bootimages" in result.err and "Traceback" not in result.err
+
+
+def test_server_errors_are_reported_without_a_traceback(run: Run, fake_api: tuple[FakeApi, Path]) -> None:
+    api, kubeconfig = fake_api
+    api.status_for[NS_MAPI] = 500
+    result = run("plan", "--from-cluster", "--kubeconfig", kubeconfig)
+    assert result.code == 1
+    assert result.err.startswith("error: reading MachineSets: HTTP 500")
+    assert "Traceback" not in result.err
+
+
+def test_unreachable_cluster(run: Run, tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "c", "cluster": {"server": "http://127.0.0.1:9"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+    }))
+    result = run("plan", "--from-cluster", "--kubeconfig", kubeconfig)
+    assert result.code == 1
+    assert result.err.startswith("error: reading ")
+    assert "Traceback" not in result.err
+
+
+def test_unusable_kubeconfig(run: Run, tmp_path: Path) -> None:
+    result = run("plan", "--from-cluster", "--kubeconfig", tmp_path / "missing-kubeconfig")
+    assert result.code == 1
+    assert "Traceback" not in result.err
+    assert result.err.startswith("error: --kubeconfig ")
+    broken = tmp_path / "broken-kubeconfig"
+    broken.write_text("apiVersion: v1\nkind: Config\n")
+    result = run("plan", "--from-cluster", "--kubeconfig", broken)
+    assert result.code == 1
+    assert "Traceback" not in result.err
+    assert "broken-kubeconfig" in result.err

@@ -1,0 +1,182 @@
+"""`plan` on the bundled example cluster (a must-gather-like tree): table, JSON, YAML, exit codes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .conftest import (
+    EXAMPLE,
+    EXAMPLE_MACHINESETS,
+    ROOT,
+    Run,
+    aws_image,
+    by_name,
+    golden_stream,
+    load_yaml,
+)
+
+INFRA = "prod-east-8h2kq"
+ARCH = {"amd64": "x86_64", "arm64": "aarch64"}
+DECISION_KEYS = {
+    "namespace", "name", "kind", "platform", "architecture", "stream", "action", "reason", "message",
+    "field", "current", "target", "currentRelease", "targetRelease",
+}
+SKEW_KEYS = {"mode", "clusterBootImage", "limit", "upgradeable", "reason", "message"}
+
+
+def example_machineset(name: str) -> dict[str, Any]:
+    obj: dict[str, Any] = load_yaml(EXAMPLE_MACHINESETS / f"{name}.yaml")
+    return obj
+
+
+def expected_target(name: str) -> str:
+    """The AMI the golden data names for this MachineSet's stream, architecture and region."""
+    ms = example_machineset(name)
+    label = ms["metadata"].get("labels", {}).get("machineconfiguration.openshift.io/osstream")
+    arch = ARCH[ms["metadata"]["annotations"]["capacity.cluster-autoscaler.kubernetes.io/labels"].split("=")[1]]
+    region = ms["spec"]["template"]["spec"]["providerSpec"]["value"]["placement"]["region"]
+    return aws_image(golden_stream(label), arch, region)
+
+
+def test_json_plan_of_the_example(run: Run) -> None:
+    result = run("plan", EXAMPLE, "-o", "json")
+    assert result.code == 0, result.err
+    plan = result.json()
+    assert set(plan) == {"kind", "machineSets", "skew"}
+    assert plan["kind"] == "BootImagePlan"
+    for entry in plan["machineSets"]:
+        assert set(entry) == DECISION_KEYS
+        for key in ("namespace", "name", "kind", "action", "reason", "message"):
+            assert isinstance(entry[key], str) and entry[key]
+    names = [(m["namespace"], m["name"]) for m in plan["machineSets"]]
+    assert names == sorted(names), "ordered by namespace, then name"
+
+    rows = by_name(plan)
+    for name in ("worker-us-east-1a", "worker-us-east-1b", "worker-arm64-us-east-1c", "worker-rhel10-us-east-1a"):
+        row = rows[f"{INFRA}-{name}"]
+        assert (row["action"], row["reason"]) == ("patch", "BootImageOutdated"), row["message"]
+        assert row["field"] == "spec.template.spec.providerSpec.value.ami"
+        assert row["current"] == example_machineset(row["name"])["spec"]["template"]["spec"]["providerSpec"]["value"]["ami"]
+        assert row["target"] == {"id": expected_target(row["name"])}
+        assert row["currentRelease"] == "416.94.202405291527-0"
+    assert rows[f"{INFRA}-worker-arm64-us-east-1c"]["architecture"] == "aarch64"
+    assert rows[f"{INFRA}-worker-rhel10-us-east-1a"]["stream"] == "rhel-10"
+    assert rows[f"{INFRA}-worker-rhel10-us-east-1a"]["targetRelease"].startswith("10.")
+    assert rows[f"{INFRA}-worker-us-east-1a"]["stream"] == "rhel-9"
+
+    custom = rows[f"{INFRA}-worker-custom-us-east-1b"]
+    assert (custom["action"], custom["reason"]) == ("skip", "UnknownBootImage")
+    assert "ami-0a1b2c3d4e5f67890" in custom["message"]
+    filtered = rows[f"{INFRA}-worker-encrypted-us-east-1c"]
+    assert (filtered["action"], filtered["reason"]) == ("skip", "UnsupportedImageReference")
+    cpms = rows["cluster"]
+    assert (cpms["kind"], cpms["action"], cpms["reason"]) == ("ControlPlaneMachineSet", "skip", "NotEnrolled")
+
+
+def test_json_skew_object_of_the_example(run: Run) -> None:
+    skew = run("plan", EXAMPLE, "-o", "json").json()["skew"]
+    assert set(skew) == SKEW_KEYS
+    assert skew["mode"] == "Automatic"
+    assert skew["limit"] == {"ocpVersion": "4.13.0", "rhelVersion": "9.2"}
+    assert set(skew["clusterBootImage"]) == {"rhcosVersion", "ocpVersion", "source"}
+    assert skew["clusterBootImage"]["rhcosVersion"] == "416.94.202405291527-0"
+    # The rhel-10 MachineSet still boots a RHEL 9 image: a skew error whatever the limits.
+    assert skew["upgradeable"] is False
+    assert skew["reason"] == "ClusterBootImageSkewError"
+    assert f"{INFRA}-worker-rhel10-us-east-1a" in skew["message"]
+
+
+def test_skew_limit_flags_reach_the_verdict(run: Run, tmp_path: Path) -> None:
+    # Without the mismatched rhel-10 MachineSet, the 4.16 boot images (RHEL 9.4) pass the default
+    # RHEL 9.2 limit and fail a 9.6 one.
+    skew = run("plan", *_example_without_rhel10(tmp_path), "-o", "json").json()["skew"]
+    assert skew["upgradeable"] is True and skew["reason"] == "AsExpected"
+    skew = run("plan", *_example_without_rhel10(tmp_path), "-o", "json", "--rhel-skew-limit", "9.6").json()["skew"]
+    assert skew["upgradeable"] is False
+    assert skew["limit"] == {"ocpVersion": "4.13.0", "rhelVersion": "9.6"}
+    assert "9.4" in skew["message"]
+
+
+def _example_without_rhel10(tmp_path: Path) -> list[Path]:
+    keep = [p for p in EXAMPLE.rglob("*.yaml") if "rhel10" not in p.name]
+    return keep
+
+
+def test_fail_on_skew_exits_3_only_when_upgrades_are_held(run: Run, tmp_path: Path) -> None:
+    held = run("plan", EXAMPLE, "--fail-on-skew")
+    assert held.code == 3
+    assert "upgrades HELD" in held.out
+    assert run("plan", EXAMPLE).code == 0, "without --fail-on-skew a held verdict is still a plan"
+    assert run("plan", *_example_without_rhel10(tmp_path), "--fail-on-skew").code == 0
+
+
+def test_yaml_output_is_the_json_object(run: Run) -> None:
+    as_json = run("plan", EXAMPLE, "-o", "json").json()
+    as_yaml = yaml.safe_load(run("plan", EXAMPLE, "-o", "yaml").out)
+    assert as_yaml == as_json
+
+
+def test_table_of_the_example(run: Run) -> None:
+    result = run("plan", EXAMPLE)
+    assert result.code == 0
+    lines = result.out.splitlines()
+    header = lines[0].split()
+    # One namespace: NAME only; a ControlPlaneMachineSet is present: KIND shown.
+    assert header == ["NAME", "KIND", "PLATFORM", "ARCH", "STREAM", "ACTION", "REASON", "CURRENT", "TARGET"]
+    rows = {line.split()[0]: line.split() for line in lines[1:8]}
+    assert set(rows) == {"cluster"} | {p.stem for p in EXAMPLE_MACHINESETS.glob("*.yaml")}
+    row = rows[f"{INFRA}-worker-arm64-us-east-1c"]
+    assert row[1:] == ["MachineSet", "AWS", "aarch64", "rhel-9", "patch", "BootImageOutdated",
+                       "416.94.202405291527-0", golden_stream()["architectures"]["aarch64"]["artifacts"]["aws"]["release"]]
+    assert rows[f"{INFRA}-worker-custom-us-east-1b"][5:7] == ["skip", "UnknownBootImage"]
+    # Skips are explained under the table, the summary counts every action, the verdict follows.
+    details = result.out.split("Details:")[1]
+    assert f"openshift-machine-api/{INFRA}-worker-custom-us-east-1b: skip UnknownBootImage" in details
+    assert "ami-0a1b2c3d4e5f67890" in details
+    assert "Plan: 4 to patch, 0 up to date, 3 skipped, 0 errors" in lines
+    assert any(line.startswith("Skew: mode Automatic") for line in lines)
+
+
+def test_table_wraps_messages_for_a_narrow_terminal(run: Run, monkeypatch: Any) -> None:
+    monkeypatch.setenv("COLUMNS", "70")
+    result = run("plan", EXAMPLE)
+    details = result.out.split("Details:")[1].split("Plan:")[0]
+    # Only a single word longer than the terminal (a long field path) may overflow it.
+    assert all(len(line) <= 70 or len(line.split()) == 1 for line in details.splitlines())
+    assert any(len(line) > 60 for line in details.splitlines()), "lines use the width they have"
+
+
+def test_python_dash_m_entry_point(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "bootimage_controller", "plan", str(EXAMPLE), "-o", "json"],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120, check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    import json
+
+    assert json.loads(proc.stdout)["kind"] == "BootImagePlan"
+    bad = subprocess.run(
+        [sys.executable, "-m", "bootimage_controller", "plan", "--output", "xml", str(EXAMPLE)],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120, check=False,
+    )
+    assert bad.returncode == 2
+    assert "invalid choice" in bad.stderr
+
+
+def test_examples_readme_shows_what_plan_prints(run: Run, monkeypatch: Any) -> None:
+    """The console block of examples/README.md is the real output (at 100 columns, from the repo root)."""
+    readme = (ROOT / "examples" / "README.md").read_text()
+    block = readme.split("$ bootimage-controller plan examples/aws-4.16-cluster\n", 1)[1].split("```", 1)[0]
+    monkeypatch.setenv("COLUMNS", "100")
+    monkeypatch.chdir(ROOT)
+    assert run("plan", "examples/aws-4.16-cluster").out == block, (
+        "examples/README.md is stale: paste the output of "
+        "`COLUMNS=100 bootimage-controller plan examples/aws-4.16-cluster` (run from the repo root)"
+    )
