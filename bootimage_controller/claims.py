@@ -1,0 +1,185 @@
+"""Claims and the boot image record as JSON patches (SPEC section 3). Pure: no I/O here.
+
+Every MachineSet write is one RFC 6902 JSON patch whose first operation tests
+`/metadata/resourceVersion`, so a write based on a stale read fails with 409/422 instead of
+overwriting another writer's change. The same patch carries the boot image change, our owner
+reference (the claim) and the record annotations, so a MachineSet is never patched unclaimed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from .constants import (
+    ANNOTATION_HOT_LOOP,
+    ANNOTATION_PREVIOUS,
+    ANNOTATION_RELEASE,
+    ANNOTATION_STREAM,
+    ANNOTATION_UPDATED_AT,
+    CLAIM_HOLDER_NAME,
+    HOT_LOOP_LIMIT,
+)
+from .model import BootImageDecision, FieldChange, JsonPath
+
+JsonPatch = list[dict[str, Any]]
+
+
+def pointer(path: JsonPath) -> str:
+    """RFC 6901 JSON pointer for a path (`~` and `/` escaped in keys)."""
+    return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in path)
+
+
+def owner_reference(holder_uid: str) -> dict[str, Any]:
+    # controller=true so other controllers see the MachineSet is managed; blockOwnerDeletion=false so
+    # the holder can never be blocked by a MachineSet, and we never need `update` on finalizers of ours.
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "name": CLAIM_HOLDER_NAME,
+        "uid": holder_uid,
+        "controller": True,
+        "blockOwnerDeletion": False,
+    }
+
+
+def is_our_reference(ref: Mapping[str, Any]) -> bool:
+    return ref.get("apiVersion") == "v1" and ref.get("kind") == "ConfigMap" and ref.get("name") == CLAIM_HOLDER_NAME
+
+
+@dataclass(frozen=True)
+class HotLoopRecord:
+    """Persisted in annotation `boot-image-hot-loop` so a restart does not reset the count."""
+
+    target: str
+    count: int
+
+    def to_annotation(self) -> str:
+        return json.dumps({"target": self.target, "count": self.count}, sort_keys=True, separators=(",", ":"))
+
+    @classmethod
+    def from_annotation(cls, value: str | None) -> HotLoopRecord | None:
+        if not value:
+            return None
+        try:
+            doc = json.loads(value)
+            return cls(str(doc["target"]), int(doc["count"]))
+        except (ValueError, KeyError, TypeError):
+            # An absurd value (edited by hand) is treated as no record, not as a crash.
+            return None
+
+
+def target_fingerprint(decision: BootImageDecision) -> str:
+    return json.dumps(decision.target, sort_keys=True, separators=(",", ":"))
+
+
+def has_record(annotations: Mapping[str, str]) -> bool:
+    """True when the object still carries the record of a boot image write of ours."""
+    return ANNOTATION_UPDATED_AT in annotations or ANNOTATION_PREVIOUS in annotations
+
+
+def hot_loop_check(
+    annotations: Mapping[str, str], decision: BootImageDecision, remembered: HotLoopRecord | None = None
+) -> HotLoopRecord | None:
+    """The record to write with this patch, or None when writing it would be the 4th time (refuse).
+
+    The count lives in annotation `boot-image-hot-loop`, so it survives restarts and a writer that
+    reverts only the boot image field. `remembered` is the record of our last write to this object
+    in this process: it counts instead when our whole record vanished (a writer that replaces the
+    object with an old copy), which would otherwise restart the count at every revert. A record
+    without the hot-loop annotation is an admin's reset and starts again at one.
+    """
+    fingerprint = target_fingerprint(decision)
+    previous = HotLoopRecord.from_annotation(annotations.get(ANNOTATION_HOT_LOOP))
+    if previous is None and not has_record(annotations):
+        previous = remembered
+    if previous is None or previous.target != fingerprint:
+        return HotLoopRecord(fingerprint, 1)
+    if previous.count >= HOT_LOOP_LIMIT:
+        return None
+    return HotLoopRecord(fingerprint, previous.count + 1)
+
+
+def rfc3339(now: datetime) -> str:
+    return now.astimezone(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+def record_annotations(decision: BootImageDecision, hot_loop: HotLoopRecord, now: datetime) -> dict[str, str]:
+    record = {
+        ANNOTATION_STREAM: decision.stream or "",
+        ANNOTATION_UPDATED_AT: rfc3339(now),
+        ANNOTATION_PREVIOUS: json.dumps(decision.current, sort_keys=True, separators=(",", ":")),
+        ANNOTATION_HOT_LOOP: hot_loop.to_annotation(),
+    }
+    if decision.target_release:
+        record[ANNOTATION_RELEASE] = decision.target_release
+    return record
+
+
+def boot_image_patch(
+    obj: Mapping[str, Any],
+    changes: Sequence[FieldChange],
+    annotations: Mapping[str, str],
+    holder_uid: str,
+) -> JsonPatch:
+    """The one JSON patch that claims, changes the boot image field and records (SPEC section 3)."""
+    meta = obj.get("metadata") or {}
+    ops: JsonPatch = [{"op": "test", "path": "/metadata/resourceVersion", "value": meta.get("resourceVersion")}]
+    for change in changes:
+        ops.append({"op": "test", "path": pointer(change.path), "value": change.old})
+        ops.append({"op": "replace", "path": pointer(change.path), "value": change.new})
+    ops.extend(claim_ops(meta, holder_uid))
+    ops.extend(annotation_ops(meta, annotations))
+    return ops
+
+
+def claim_ops(meta: Mapping[str, Any], holder_uid: str) -> JsonPatch:
+    refs = meta.get("ownerReferences")
+    ours = owner_reference(holder_uid)
+    if not refs:
+        return [{"op": "add", "path": "/metadata/ownerReferences", "value": [ours]}]
+    for i, ref in enumerate(refs):
+        if is_our_reference(ref):
+            if ref == ours:
+                return []
+            # A stale uid (holder recreated) is repaired in place.
+            return [
+                {"op": "test", "path": f"/metadata/ownerReferences/{i}/name", "value": CLAIM_HOLDER_NAME},
+                {"op": "replace", "path": f"/metadata/ownerReferences/{i}", "value": ours},
+            ]
+    return [{"op": "add", "path": "/metadata/ownerReferences/-", "value": ours}]
+
+
+def annotation_ops(meta: Mapping[str, Any], annotations: Mapping[str, str]) -> JsonPatch:
+    if not annotations:
+        return []
+    if not meta.get("annotations"):
+        return [{"op": "add", "path": "/metadata/annotations", "value": dict(annotations)}]
+    # `add` on an existing member replaces it (RFC 6902 4.1), so one op serves both cases.
+    return [
+        {"op": "add", "path": pointer(("metadata", "annotations", k)), "value": v} for k, v in annotations.items()
+    ]
+
+
+def release_patch(obj: Mapping[str, Any]) -> JsonPatch | None:
+    """Remove our owner reference (and nothing else); None when there is none."""
+    meta = obj.get("metadata") or {}
+    refs = meta.get("ownerReferences") or []
+    indexes = [i for i, ref in enumerate(refs) if is_our_reference(ref)]
+    if not indexes:
+        return None
+    ops: JsonPatch = [{"op": "test", "path": "/metadata/resourceVersion", "value": meta.get("resourceVersion")}]
+    for i in reversed(indexes):  # highest index first so earlier indexes stay valid
+        ops.append({"op": "remove", "path": f"/metadata/ownerReferences/{i}"})
+    return ops
+
+
+def hot_loop_patch(obj: Mapping[str, Any], record: HotLoopRecord) -> JsonPatch:
+    meta = obj.get("metadata") or {}
+    return [
+        {"op": "test", "path": "/metadata/resourceVersion", "value": meta.get("resourceVersion")},
+        *annotation_ops(meta, {ANNOTATION_HOT_LOOP: record.to_annotation()}),
+    ]

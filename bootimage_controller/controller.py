@@ -1,0 +1,617 @@
+"""The daemon's reconcile loop: caches that watch, a queue of keys, workers that reconcile one key.
+
+The controller only fetches, calls the planner and writes. Each MachineSet key is reconciled
+idempotently from the informer cache: plan, then (leader only) act on the decision. Cluster-wide
+inputs (golden data, MachineConfiguration, Infrastructure, ClusterVersion, Nodes) are parsed once
+per change into a `PlanningContext`; a change to any of them re-queues every MachineSet. Status
+(conditions, ClusterOperator, skew) is recomputed from the last outcome of every MachineSet under
+one key, so a pass over 5,000 MachineSets writes status a handful of times, not 5,000.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import structlog
+from kubernetes_asyncio.client import CoreV1Api, CustomObjectsApi
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from . import observability as obs
+from .claims import HotLoopRecord, hot_loop_check, is_our_reference, record_annotations
+from .cloud.facts import CloudFacts
+from .cluster import ClusterObjects, PlanningContext, is_cluster_stable, planning_context
+from .constants import (
+    ACTIONABLE_SKIPS,
+    ANNOTATION_HOT_LOOP,
+    BOOTIMAGES_CONFIGMAP,
+    CLAIM_FINALIZER,
+    CLAIM_HOLDER_NAME,
+    CLAIM_HOLDER_NAMESPACE,
+    CLUSTERVERSION_NAME,
+    CLUSTERVERSION_PLURAL,
+    CONFIG_GROUP,
+    CONFIG_VERSION,
+    CONTROL_PLANE_NODE_LABELS,
+    CPMS_KIND,
+    CPMS_NAME,
+    CPMS_PLURAL,
+    CPMS_VERSION,
+    EVENT_FAILED,
+    EVENT_HOT_LOOP,
+    EVENT_SKIPPED,
+    EVENT_UPDATED,
+    INFRASTRUCTURE_NAME,
+    INFRASTRUCTURE_PLURAL,
+    MACHINE_API_GROUP,
+    MACHINECONFIGURATION_NAME,
+    MACHINECONFIGURATION_PLURAL,
+    MACHINESET_KIND,
+    MACHINESET_PLURAL,
+    MACHINESET_VERSION,
+    MAPI_NAMESPACE,
+    MCO_NAMESPACE,
+    OPERATOR_GROUP,
+    OPERATOR_VERSION,
+    Action,
+    Reason,
+)
+from .errors import BootImageControllerError
+from .kube.informer import Informer, ListWatch
+from .model import BootImageDecision, MachineResource
+from .planner import plan_machine
+from .writer import Holder, MachineSetWriter, WriteResult, now_utc
+
+log = structlog.get_logger(__name__)
+
+STATUS_KEY = "@status"
+CLAIMS_KEY = "@claims"
+MAX_CONFLICT_REPLANS = 5
+
+
+@dataclass
+class ControllerOptions:
+    dry_run: bool = False
+    cluster_operator: str = "machine-config-bootimages"
+    concurrency: int = 4
+    status_interval: float = 1.0
+
+
+@dataclass
+class MachineSetState:
+    """The last outcome for one MachineSet: what we decided and whether it is done.
+
+    `error` (a write failure or a refusal: hot loop, unusable user data) wins over the decision;
+    `error_reason` says which, typed, for events, metrics and the Degraded message. Both are set
+    or neither: build failures with `failed`.
+    """
+
+    decision: BootImageDecision
+    patched: bool = False
+    error: str | None = None
+    error_reason: Reason | None = None
+
+    @classmethod
+    def failed(cls, decision: BootImageDecision, reason: Reason, message: str) -> MachineSetState:
+        return cls(decision, error=message, error_reason=reason)
+
+    @property
+    def error_text(self) -> str | None:
+        """The error as conditions and events show it: `Reason: message`."""
+        if self.error is None:
+            return None
+        return f"{self.error_reason or Reason.PATCH_FAILED}: {self.error}"
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why a planned patch must not be written (e.g. the user-data secret cannot be made spec 3)."""
+
+    reason: Reason
+    message: str
+
+
+class ClaimGate:
+    """Claim writes (shared) against the release of every claim (exclusive), within one process.
+
+    A release lists the MachineSets, removes our references, then drops the holder's finalizer. A
+    claim written between that list and the finalizer removal would point at a holder about to
+    disappear, and the garbage collector would delete that MachineSet. So claim writes wait while
+    a release runs, and a release waits for the claim writes in flight.
+    """
+
+    def __init__(self) -> None:
+        self._cond = asyncio.Condition()
+        self._writers = 0
+        self._releasing = False
+
+    @contextlib.asynccontextmanager
+    async def claiming(self) -> AsyncIterator[None]:
+        async with self._cond:
+            await self._cond.wait_for(lambda: not self._releasing)
+            self._writers += 1
+        try:
+            yield
+        finally:
+            async with self._cond:
+                self._writers -= 1
+                self._cond.notify_all()
+
+    @contextlib.asynccontextmanager
+    async def releasing(self) -> AsyncIterator[None]:
+        async with self._cond:
+            await self._cond.wait_for(lambda: not self._releasing)
+            self._releasing = True
+            await self._cond.wait_for(lambda: self._writers == 0)
+        try:
+            yield
+        finally:
+            async with self._cond:
+                self._releasing = False
+                self._cond.notify_all()
+
+
+@dataclass
+class ClusterInputs:
+    """Parsed cluster-wide inputs, rebuilt when any of their objects change."""
+
+    context: PlanningContext | None
+    problem: str | None  # why nothing can be planned (bad golden data, bad enrollment)
+    objects: ClusterObjects
+
+
+IsLeader = Callable[[], bool]
+SecretCheck = Callable[[MachineResource], Awaitable[Refusal | None]]
+# Rule 9: given an offline decision, the cloud's answers and the platforms they cover (None: offline).
+CloudLookup = Callable[[BootImageDecision], Awaitable[tuple[CloudFacts, frozenset[str]] | None]]
+
+
+class Controller:
+    def __init__(
+        self,
+        api_client: Any,
+        options: ControllerOptions,
+        *,
+        is_leader: IsLeader = lambda: True,
+        before_patch: SecretCheck | None = None,
+        on_pass: Callable[[Controller], None] | None = None,
+        cloud: CloudLookup | None = None,
+    ) -> None:
+        self.options = options
+        self.custom = CustomObjectsApi(api_client)
+        self.core = CoreV1Api(api_client)
+        self.writer = MachineSetWriter(self.custom, self.core)
+        self.is_leader = is_leader
+        self.before_patch = before_patch
+        self.on_pass = on_pass
+        self.cloud = cloud
+        self.states: dict[str, MachineSetState] = {}
+        self.claims_gate = ClaimGate()
+        # Our last boot image write per MachineSet uid: still counts a hot loop when a writer that
+        # replaces the whole object (PUT of an old copy) wipes the persisted record with it.
+        self._hot_loops: dict[str, HotLoopRecord] = {}
+        self._inputs: ClusterInputs | None = None
+        self._enqueue: Callable[[str], None] = lambda key: None
+        self.informers = self._make_informers(api_client)
+        self.events: Any = None  # events.EventRecorder, set by the daemon
+
+    # ---- informers ------------------------------------------------------------------------------
+    def _make_informers(self, api: Any) -> dict[str, Informer]:
+        def custom(group: str, version: str, plural: str, namespace: str | None, name: str | None = None) -> Informer:
+            # absent_ok: a cluster without one of these CRDs (e.g. no ControlPlaneMachineSet) must not
+            # keep the daemon unready forever; the kind simply has no objects.
+            return Informer(
+                ListWatch.custom_objects(api, group, version, plural, namespace, name=name), absent_ok=True
+            )
+
+        informers = {
+            MACHINESET_KIND: custom(MACHINE_API_GROUP, MACHINESET_VERSION, MACHINESET_PLURAL, MAPI_NAMESPACE),
+            CPMS_KIND: custom(MACHINE_API_GROUP, CPMS_VERSION, CPMS_PLURAL, MAPI_NAMESPACE, CPMS_NAME),
+            "bootimages": Informer(ListWatch.config_maps(api, MCO_NAMESPACE, name=BOOTIMAGES_CONFIGMAP)),
+            "holder": Informer(ListWatch.config_maps(api, CLAIM_HOLDER_NAMESPACE, name=CLAIM_HOLDER_NAME)),
+            "machineconfiguration": custom(
+                OPERATOR_GROUP, OPERATOR_VERSION, MACHINECONFIGURATION_PLURAL, None, MACHINECONFIGURATION_NAME
+            ),
+            "infrastructure": custom(CONFIG_GROUP, CONFIG_VERSION, INFRASTRUCTURE_PLURAL, None, INFRASTRUCTURE_NAME),
+            "clusterversion": custom(CONFIG_GROUP, CONFIG_VERSION, CLUSTERVERSION_PLURAL, None, CLUSTERVERSION_NAME),
+            "nodes": Informer(ListWatch.nodes(api, label_selector=CONTROL_PLANE_NODE_LABELS[0])),
+            "nodes-cp": Informer(ListWatch.nodes(api, label_selector=CONTROL_PLANE_NODE_LABELS[1])),
+        }
+        for kind in (MACHINESET_KIND, CPMS_KIND):
+            informers[kind].add_handler(
+                on_add=self._machine_added, on_update=self._machine_updated, on_delete=self._machine_deleted
+            )
+        for name in ("bootimages", "infrastructure", "nodes", "nodes-cp"):
+            informers[name].add_handler(
+                on_add=self._cluster_changed, on_update=self._cluster_updated, on_delete=self._cluster_changed
+            )
+        informers["machineconfiguration"].add_handler(
+            on_add=self._cluster_changed, on_update=self._machineconfiguration_updated, on_delete=self._cluster_changed
+        )
+        informers["clusterversion"].add_handler(
+            on_add=self._cluster_changed, on_update=self._clusterversion_updated, on_delete=self._cluster_changed
+        )
+        informers["holder"].add_handler(
+            on_add=self._holder_event, on_update=self._holder_updated, on_delete=self._holder_deleted
+        )
+        return informers
+
+    def bind_queue(self, enqueue: Callable[[str], None]) -> None:
+        self._enqueue = enqueue
+
+    async def wait_synced(self, timeout: float | None = None) -> bool:
+        results = await asyncio.gather(*(i.wait_synced(timeout) for i in self.informers.values()))
+        return all(results)
+
+    def synced(self) -> bool:
+        return all(i.has_synced.is_set() for i in self.informers.values())
+
+    # ---- event handlers: what makes a key worth reconciling -------------------------------------------
+    @staticmethod
+    def machine_key(obj: Mapping[str, Any]) -> str:
+        meta = obj.get("metadata") or {}
+        return f"{obj.get('kind', MACHINESET_KIND)}/{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+    def _machine_added(self, obj: dict[str, Any]) -> None:
+        self._enqueue(self.machine_key(obj))
+
+    def _machine_updated(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+        # Only what the planner reads: replicas, status and our own resourceVersion bumps do not count
+        # (the MCO's filter: labels, annotations, owner references, providerSpec).
+        if relevant_view(old) != relevant_view(new):
+            self._enqueue(self.machine_key(new))
+
+    def _machine_deleted(self, obj: dict[str, Any]) -> None:
+        self.states.pop(self.machine_key(obj), None)
+        self._enqueue(STATUS_KEY)
+        self._enqueue(CLAIMS_KEY)
+
+    def _cluster_changed(self, *_objs: Any) -> None:
+        self._inputs = None
+        self.enqueue_all()
+
+    def _cluster_updated(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+        if _rv(old) != _rv(new):
+            self._cluster_changed()
+
+    def _machineconfiguration_updated(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+        # Our own status writes must not re-trigger a pass: only spec (and metadata) matter.
+        if old.get("spec") != new.get("spec"):
+            self._cluster_changed()
+
+    def _clusterversion_updated(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+        if (is_cluster_stable(new) and not is_cluster_stable(old)) or (old.get("status") or {}).get("desired") != (new.get("status") or {}).get("desired"):
+            self._cluster_changed()
+
+    def _holder_event(self, _obj: dict[str, Any]) -> None:
+        self._enqueue(CLAIMS_KEY)
+
+    def _holder_updated(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+        old_meta, new_meta = old.get("metadata") or {}, new.get("metadata") or {}
+        if new_meta.get("deletionTimestamp") or old_meta.get("finalizers") != new_meta.get("finalizers"):
+            self._enqueue(CLAIMS_KEY)
+
+    def _holder_deleted(self, _obj: dict[str, Any]) -> None:
+        # Patches held back while the old holder was being deleted go ahead now; the first one
+        # creates a new holder.
+        self.enqueue_all()
+
+    def enqueue_all(self) -> None:
+        for kind in (MACHINESET_KIND, CPMS_KIND):
+            for obj in self.informers[kind].list():
+                self._enqueue(self.machine_key(obj))
+        self._enqueue(STATUS_KEY)
+        self._enqueue(CLAIMS_KEY)
+
+    # ---- cluster-wide inputs --------------------------------------------------------------------------
+    def cluster_objects(self) -> ClusterObjects:
+        def one(name: str) -> dict[str, Any] | None:
+            items = self.informers[name].list()
+            return items[0] if items else None
+
+        # Control-plane Nodes carry the master label, the control-plane label, or both.
+        nodes = {
+            (n.get("metadata") or {}).get("name"): n
+            for n in self.informers["nodes"].list() + self.informers["nodes-cp"].list()
+        }
+        return ClusterObjects(
+            bootimages=one("bootimages"),
+            machine_configuration=one("machineconfiguration"),
+            infrastructure=one("infrastructure"),
+            cluster_version=one("clusterversion"),
+            nodes=tuple(nodes.values()),
+        )
+
+    def inputs(self) -> ClusterInputs:
+        if self._inputs is None:
+            objects = self.cluster_objects()
+            try:
+                ctx = planning_context(objects)
+                self._inputs = ClusterInputs(ctx, None, objects)
+            except BootImageControllerError as exc:
+                log.error("cannot plan: bad cluster input", error=str(exc))
+                self._inputs = ClusterInputs(None, str(exc), objects)
+        return self._inputs
+
+    # ---- reconcile ------------------------------------------------------------------------------------
+    async def reconcile(self, key: str) -> None:
+        if key == STATUS_KEY:
+            if self.on_pass is not None:
+                self.on_pass(self)
+            return
+        if key == CLAIMS_KEY:
+            await self.reconcile_claims()
+            return
+        kind, _, rest = key.partition("/")
+        informer = self.informers.get(kind)
+        obj = informer.get(rest) if informer is not None else None
+        if obj is None:
+            self.states.pop(key, None)
+        else:
+            await self.reconcile_object(key, obj)
+        self._enqueue(STATUS_KEY)
+
+    async def reconcile_object(self, key: str, obj: dict[str, Any]) -> None:
+        inputs = self.inputs()
+        if inputs.context is None:
+            return  # the status key reports the problem; nothing is written
+        if is_cluster_stable(inputs.objects.cluster_version) is False:
+            return  # install or upgrade in progress: reconcile nothing (SPEC section 3)
+        started = time.monotonic()
+        decision = await self.plan(obj, inputs.context)
+        state = await self._act(key, obj, decision, inputs.context)
+        previous = self.states.get(key)
+        self.states[key] = state
+        obs.RECONCILE_DURATION.observe(time.monotonic() - started)
+        log.info(
+            "decision",
+            namespace=decision.namespace,
+            name=decision.name,
+            kind=decision.kind,
+            action=str(decision.action),
+            reason=decision.reason,
+            patched=state.patched,
+            error=state.error,
+            error_reason=state.error_reason,
+        )
+        await self._emit_events(obj, previous, state)
+
+    async def plan(self, obj: dict[str, Any], ctx: PlanningContext) -> BootImageDecision:
+        """Plan offline; where the cloud can confirm the target or identify the current image, ask it
+        and plan again with its answers (rule 9: never patch to an image the cloud does not have)."""
+        decision = plan_machine(obj, ctx.golden, ctx.facts, ctx.enrollment)
+        wants_cloud = decision.action is Action.PATCH or decision.reason == Reason.UNKNOWN_BOOT_IMAGE
+        if self.cloud is None or not wants_cloud:
+            return decision
+        answer = await self.cloud(decision)
+        if answer is None:
+            return decision
+        facts = replace(ctx.facts, cloud=answer[0], cloud_platforms=answer[1])
+        return plan_machine(obj, ctx.golden, facts, ctx.enrollment)
+
+    async def _act(
+        self, key: str, obj: dict[str, Any], decision: BootImageDecision, ctx: PlanningContext
+    ) -> MachineSetState:
+        if decision.action is Action.SKIP and decision.reason == Reason.NOT_ENROLLED:
+            # Opting out is also how an admin ends a hot loop: forget our count with the claim.
+            self._hot_loops.pop(str((obj.get("metadata") or {}).get("uid", "")), None)
+            await self._release_if_claimed(obj, ctx)
+            return MachineSetState(decision)
+        if decision.action is not Action.PATCH or self.options.dry_run or not self.is_leader():
+            return MachineSetState(decision)
+        for _ in range(MAX_CONFLICT_REPLANS):
+            state, fresh = await self._patch_once(obj, decision)
+            if fresh is None:
+                return state
+            # Someone wrote between our read and our patch: re-read and re-plan (never overwrite).
+            obj = fresh
+            decision = await self.plan(obj, ctx)
+            if decision.action is not Action.PATCH:
+                return MachineSetState(decision)
+        return MachineSetState.failed(
+            decision, Reason.PATCH_FAILED, "kept conflicting with other writers; will retry on their next change"
+        )
+
+    async def _patch_once(
+        self, obj: dict[str, Any], decision: BootImageDecision
+    ) -> tuple[MachineSetState, dict[str, Any] | None]:
+        resource = MachineResource.from_object(obj)
+        hot = hot_loop_check(resource.annotations, decision, self._hot_loops.get(resource.uid))
+        if hot is None:
+            message = (
+                f"refusing to write the same boot image a 4th time: something keeps reverting "
+                f"{resource.display}; opt it out, fix the other writer, then remove annotation "
+                f"{ANNOTATION_HOT_LOOP} and opt it back in"
+            )
+            obs.PATCHES.labels(result="hot_loop").inc()
+            return MachineSetState.failed(decision, Reason.HOT_LOOP, message), None
+        if self.before_patch is not None:
+            refusal = await self.before_patch(resource)
+            if refusal is not None:
+                obs.PATCHES.labels(result="blocked").inc()
+                return MachineSetState.failed(decision, refusal.reason, refusal.message), None
+        async with self.claims_gate.claiming():
+            holder = await self.writer.ensure_holder()
+            if holder.deleting:
+                # Claims are being released: not an error. This MachineSet is patched (and claimed
+                # under a new holder) once the old holder is gone (`_holder_deleted`).
+                self._enqueue(CLAIMS_KEY)
+                return MachineSetState(decision), None
+            annotations = record_annotations(decision, hot, now_utc())
+            result = await self.writer.patch_boot_image(obj, decision, annotations, holder)
+        obs.PATCHES.labels(result=result.value).inc()
+        if result is WriteResult.APPLIED:
+            self._hot_loops[resource.uid] = hot
+            return MachineSetState(decision, patched=True), None
+        if result is WriteResult.CONFLICT:
+            fresh = await self.writer.get(resource.kind, resource.namespace, resource.name)
+            if fresh is not None:
+                return MachineSetState(decision), fresh
+            return MachineSetState(decision), None
+        if result is WriteResult.GONE:
+            return MachineSetState(decision), None
+        raise RuntimeError(f"patching {resource.display} failed; will retry with backoff")
+
+    async def _release_if_claimed(self, obj: dict[str, Any], ctx: PlanningContext) -> None:
+        """A MachineSet left enrollment: remove our owner reference (and nothing else)."""
+        if self.options.dry_run or not self.is_leader():
+            return
+        for _ in range(MAX_CONFLICT_REPLANS):
+            if not _claimed(obj):
+                return
+            result = await self.writer.release(obj)
+            if result in (WriteResult.APPLIED, WriteResult.GONE):
+                log.info("claim released", key=self.machine_key(obj), result=result.value)
+                self._enqueue(CLAIMS_KEY)
+                return
+            if result is WriteResult.FAILED:
+                raise RuntimeError(f"releasing the claim on {self.machine_key(obj)} failed; will retry")
+            # A conflict: the cache was stale or someone wrote meanwhile. Release only what is
+            # still out of enrollment on a fresh read (a status-only change never re-queues us).
+            meta = obj.get("metadata") or {}
+            fresh = await self.writer.get(str(obj.get("kind", MACHINESET_KIND)), meta.get("namespace", ""), meta.get("name", ""))
+            if fresh is None:
+                return
+            obj = fresh
+            if (await self.plan(obj, ctx)).reason != Reason.NOT_ENROLLED:
+                return
+        raise RuntimeError(f"releasing the claim on {self.machine_key(obj)} kept conflicting; will retry")
+
+    async def reconcile_claims(self) -> None:
+        """Holder being deleted: release every claim, then drop its finalizer. Otherwise make sure
+        the finalizer is there while any claim exists (someone may have removed it by hand)."""
+        if self.options.dry_run or not self.is_leader():
+            return
+        holder = self.informers["holder"].list()
+        if not holder:
+            return
+        meta = holder[0].get("metadata") or {}
+        if meta.get("deletionTimestamp"):
+            async with self.claims_gate.releasing():
+                if not await release_all_claims(self.writer, lambda: fresh_machines(self.custom)):
+                    raise RuntimeError("claims remain while the holder is being deleted; retrying")
+            log.info("every claim released; the claim holder can go")
+            return
+        if CLAIM_FINALIZER not in (meta.get("finalizers") or []) and any(
+            _claimed(o) for o in await fresh_machines(self.custom)
+        ):
+            await self.writer.ensure_holder()  # restores the finalizer
+
+    def _machines(self) -> list[dict[str, Any]]:
+        return self.informers[MACHINESET_KIND].list() + self.informers[CPMS_KIND].list()
+
+    async def _fresh_machines(self) -> list[dict[str, Any]]:
+        return await fresh_machines(self.custom)
+
+    async def _emit_events(
+        self, obj: dict[str, Any], previous: MachineSetState | None, state: MachineSetState
+    ) -> None:
+        if self.events is None or self.options.dry_run or not self.is_leader():
+            return
+        resource = _involved(obj)
+        d = state.decision
+        if state.patched:
+            await self.events.emit(
+                resource, "Normal", EVENT_UPDATED, f"boot image updated to {d.target_release or d.target}"
+            )
+            return
+        unchanged = previous is not None and (previous.decision.reason, previous.error) == (d.reason, state.error)
+        if unchanged:
+            return
+        if state.error is not None:
+            if state.error_reason is Reason.HOT_LOOP:
+                await self.events.emit(resource, "Warning", EVENT_HOT_LOOP, state.error)
+            else:
+                await self.events.emit(resource, "Warning", EVENT_FAILED, state.error_text or state.error)
+        elif d.action is Action.ERROR:
+            await self.events.emit(resource, "Warning", EVENT_FAILED, d.message)
+        elif d.action is Action.SKIP and d.reason in ACTIONABLE_SKIPS:
+            await self.events.emit(resource, "Warning", EVENT_SKIPPED, d.message)
+
+
+async def fresh_machines(custom: Any) -> list[dict[str, Any]]:
+    """Live lists (not a cache) of MachineSets and ControlPlaneMachineSets, for claim decisions: a
+    stale cache must not let the garbage collector see a reference whose owner is gone."""
+    ms = await custom.list_namespaced_custom_object(
+        MACHINE_API_GROUP, MACHINESET_VERSION, MAPI_NAMESPACE, MACHINESET_PLURAL
+    )
+    try:
+        cp = await custom.list_namespaced_custom_object(MACHINE_API_GROUP, CPMS_VERSION, MAPI_NAMESPACE, CPMS_PLURAL)
+    except ApiException as exc:
+        if exc.status != 404:  # no ControlPlaneMachineSet CRD on this cluster
+            raise
+        cp = {}
+    return list(ms.get("items", [])) + list(cp.get("items", []))
+
+
+async def release_all_claims(
+    writer: MachineSetWriter, list_machines: Callable[[], Awaitable[list[dict[str, Any]]]], attempts: int = 5
+) -> bool:
+    """Remove our owner reference from every MachineSet, then (only when a fresh list shows none
+    left) the holder's finalizer. False when claims kept changing under us: call again."""
+    for _ in range(attempts):
+        claimed = [m for m in await list_machines() if _claimed(m)]
+        if not claimed:
+            if await writer.remove_holder_finalizer():
+                return True
+            continue
+        for obj in claimed:
+            result = await writer.release(obj)  # a conflict is retried on the next fresh list
+            log.info("claim released", name=(obj.get("metadata") or {}).get("name"), result=result.value)
+    return False
+
+
+def relevant_view(obj: Mapping[str, Any]) -> tuple[Any, ...]:
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    template = spec.get("template") or {}
+    provider = (
+        ((template.get("machines_v1beta1_machine_openshift_io") or {}).get("spec") or {}).get("providerSpec")
+        if obj.get("kind") == CPMS_KIND
+        else (template.get("spec") or {}).get("providerSpec")
+    )
+    return (meta.get("labels"), meta.get("annotations"), meta.get("ownerReferences"), provider, template.get("metadata"))
+
+
+def _rv(obj: Mapping[str, Any]) -> Any:
+    return (obj.get("metadata") or {}).get("resourceVersion")
+
+
+def _claimed(obj: Mapping[str, Any]) -> bool:
+    return any(is_our_reference(r) for r in (obj.get("metadata") or {}).get("ownerReferences") or [])
+
+
+@dataclass(frozen=True)
+class _InvolvedObject:
+    kind: str
+    namespace: str
+    name: str
+    uid: str
+    api_version: str = field(default=f"{MACHINE_API_GROUP}/{MACHINESET_VERSION}")
+
+
+def _involved(obj: Mapping[str, Any]) -> _InvolvedObject:
+    meta = obj.get("metadata") or {}
+    return _InvolvedObject(
+        kind=str(obj.get("kind", MACHINESET_KIND)),
+        namespace=str(meta.get("namespace", "")),
+        name=str(meta.get("name", "")),
+        uid=str(meta.get("uid", "")),
+        api_version=str(obj.get("apiVersion", f"{MACHINE_API_GROUP}/{MACHINESET_VERSION}")),
+    )
+
+
+__all__ = [
+    "ClaimGate",
+    "Controller",
+    "ControllerOptions",
+    "Holder",
+    "MachineSetState",
+    "Refusal",
+    "fresh_machines",
+    "release_all_claims",
+]

@@ -1,0 +1,404 @@
+"""`bootimage-controller run`, `release-claims` and `rollback`: wiring, start-up and shutdown.
+
+Every replica runs the informers (followers keep warm caches); only the leader runs the workers
+and writes. SIGTERM stops the workers, flushes the last status, releases the Lease so a follower
+takes over at once, and exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import signal
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any, cast
+
+import structlog
+from kubernetes_asyncio.client import CoreV1Api, CustomObjectsApi
+
+from . import observability as obs
+from .cluster import is_cluster_stable
+from .constants import (
+    CONDITION_DEGRADED,
+    CONDITION_PROGRESSING,
+    CPMS_KIND,
+    MACHINECONFIGURATION_NAME,
+    Action,
+    ConditionReason,
+    Reason,
+    SkewMode,
+)
+from .controller import Controller, ControllerOptions, MachineSetState, Refusal
+from .errors import BootImageControllerError
+from .events import EventRecorder
+from .kube.client import ClientConfigError, current_namespace, make_api_client
+from .kube.leader import AlwaysLeader, LeaderElector, default_identity
+from .kube.workqueue import WorkQueue, run_workers
+from .model import MachineResource
+from .skew.assess import PassResult, assess_skew
+from .skew.verdict import SkewLimits, SkewVerdict
+from .status import (
+    ClusterOperatorStatus,
+    Outcome,
+    PassSummary,
+    StatusWriter,
+    degraded_condition,
+    find_condition,
+    progressing_condition,
+)
+
+log = structlog.get_logger(__name__)
+
+SYNC_TIMEOUT = 120.0
+
+
+def run_daemon(args: argparse.Namespace) -> int:
+    try:
+        return asyncio.run(_run(args))
+    except ClientConfigError as exc:
+        print(f"error: {exc}")
+        return 1
+
+
+class PassReporter:
+    """Recomputes conditions, skew and metrics from every MachineSet's last outcome."""
+
+    def __init__(self, writer: StatusWriter | None, limits: SkewLimits) -> None:
+        self.writer = writer
+        self.limits = limits
+        self.summary: PassSummary = PassSummary()
+        self.verdict: SkewVerdict | None = None
+
+    def __call__(self, controller: Controller) -> None:
+        now = datetime.now(UTC)
+        inputs = controller.inputs()
+        states = list(controller.states.values())
+        self.summary = self._summary(controller, states)
+        mc = inputs.objects.machine_configuration
+        previous = ((mc or {}).get("status") or {}).get("conditions") or []
+        progressing = progressing_condition(self.summary, now, find_condition(previous, CONDITION_PROGRESSING))
+        degraded = degraded_condition(self.summary, now, find_condition(previous, CONDITION_DEGRADED))
+        skew_status = self._skew(controller, states)
+        self._metrics(states)
+        if self.writer is None:
+            return
+        self.writer.set_machineconfiguration([progressing, degraded], skew_status)
+        self.writer.set_cluster_operator(
+            ClusterOperatorStatus.build(
+                synced=controller.synced(),
+                progressing=progressing,
+                degraded=degraded,
+                verdict=self.verdict,
+                now=now,
+            )
+        )
+
+    def _summary(self, controller: Controller, states: list[MachineSetState]) -> PassSummary:
+        inputs = controller.inputs()
+        if inputs.problem is not None:
+            return PassSummary.blocked(ConditionReason.BOOT_IMAGES_CONFIGMAP_INVALID, inputs.problem, degrading=True)
+        if is_cluster_stable(inputs.objects.cluster_version) is False:
+            return PassSummary.blocked(
+                ConditionReason.CLUSTER_NOT_STABLE, "an install or upgrade is in progress; reconciling nothing", degrading=False
+            )
+        return PassSummary.from_outcomes(
+            Outcome.from_decision(s.decision, patched=s.patched, error=s.error_text) for s in states
+        )
+
+    def _skew(self, controller: Controller, states: list[MachineSetState]) -> dict[str, Any] | None:
+        inputs = controller.inputs()
+        if inputs.context is None:
+            self.verdict = None
+            return None
+        machines = [
+            (s.decision, controller.informers[s.decision.kind].get(f"{s.decision.namespace}/{s.decision.name}"))
+            for s in states
+        ]
+        try:
+            assessment = assess_skew(
+                inputs.objects,
+                inputs.context.enrollment,
+                machines,
+                self.limits,
+                degraded=self.summary.degraded,
+                degraded_message=self.summary.degraded_message(),
+                golden=inputs.context.golden,
+                facts=inputs.context.facts,
+                after_pass=_pass_result(states),
+            )
+        except BootImageControllerError as exc:
+            log.error("skew enforcement setting is invalid", error=str(exc))
+            self.verdict = None
+            return None
+        self.verdict = assessment.verdict
+        obs.SKEW_UPGRADEABLE.set(1 if assessment.verdict.upgradeable else 0)
+        obs.SKEW_ENFORCEMENT_NONE.set(1 if assessment.verdict.mode is SkewMode.NONE else 0)
+        image = assessment.verdict.cluster_boot_image
+        if image is not None:
+            obs.set_cluster_boot_image(image.value, str(image.source))
+        previous = ((inputs.objects.machine_configuration or {}).get("status") or {}).get(
+            "bootImageSkewEnforcementStatus"
+        )
+        return assessment.status.to_merge_patch(previous)
+
+    def _metrics(self, states: list[MachineSetState]) -> None:
+        counts: dict[tuple[str, str], int] = {}
+        for s in states:
+            action = "error" if s.error else str(s.decision.action)
+            reason = (s.error_reason or Reason.PATCH_FAILED) if s.error else s.decision.reason
+            counts[(action, str(reason))] = counts.get((action, str(reason)), 0) + 1
+        obs.MACHINESETS.clear()
+        for (action, reason), n in counts.items():
+            obs.MACHINESETS.labels(action=action, reason=reason).set(n)
+
+
+def _pass_result(states: list[MachineSetState]) -> PassResult | None:
+    """A finished pass (nothing left to patch) moves the Automatic record; otherwise keep it."""
+    machinesets = [s for s in states if s.decision.kind != CPMS_KIND]
+    if any(s.decision.action is Action.PATCH and not s.patched and s.error is None for s in machinesets):
+        return None
+    skipped = sum(1 for s in machinesets if s.decision.action is Action.SKIP and s.decision.reason != Reason.NOT_ENROLLED)
+    errors = sum(1 for s in machinesets if s.decision.action is Action.ERROR or s.error is not None)
+    releases = tuple(
+        s.decision.target_release
+        for s in machinesets
+        if s.decision.target_release and (s.patched or s.decision.action is Action.NOOP)
+    )
+    return PassResult(skipped, errors, releases)
+
+
+async def _run(args: argparse.Namespace) -> int:
+    api = await make_api_client(args.kubeconfig, qps=args.qps, burst=args.burst)
+    identity = default_identity()
+    namespace = current_namespace()
+    elector: Any = LeaderElector(api, identity, namespace) if args.leader_elect and not args.once else AlwaysLeader(identity)
+    writer = None if args.dry_run else StatusWriter(CustomObjectsApi(api), cluster_operator=args.cluster_operator)
+    limits = SkewLimits.from_flags(args.ocp_skew_limit, args.rhel_skew_limit)
+    reporter = PassReporter(writer, limits)
+    core = CoreV1Api(api)
+    cloud = CloudChecks(core, args.gcp_endpoint, args.azure_endpoint)
+    controller = Controller(
+        api,
+        ControllerOptions(dry_run=args.dry_run, cluster_operator=args.cluster_operator, concurrency=args.concurrency),
+        # --once is a single writer by definition (an admin's one-shot run); otherwise the Lease decides.
+        is_leader=(lambda: True) if args.once else (lambda: elector.is_leader),
+        before_patch=_stub_ignition_check(core),
+        on_pass=reporter,
+        cloud=cloud,
+    )
+    if not args.dry_run:
+        controller.events = EventRecorder(cast(Any, core))
+    queue = WorkQueue("bootimage")
+    controller.bind_queue(queue.add)
+    tasks = [informer.start() for informer in controller.informers.values()]
+    health = obs.HealthServer(
+        args.health_addr,
+        args.metrics_addr,
+        lambda: {"informers-synced": controller.synced(), "leader-election": elector.running or args.once},
+    )
+    await health.start()
+    log.info("started", identity=identity, namespace=namespace, dry_run=args.dry_run, once=args.once)
+    try:
+        if args.once:
+            return await _once(controller, reporter, writer, args.concurrency)
+        return await _serve(controller, queue, elector, args.concurrency)
+    finally:
+        queue.shutdown()
+        if writer is not None:
+            await writer.aclose()
+        for informer in controller.informers.values():
+            await informer.stop()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await health.stop()
+        cloud.close()
+        await api.close()
+
+
+async def _once(controller: Controller, reporter: PassReporter, writer: StatusWriter | None, concurrency: int) -> int:
+    if not await controller.wait_synced(SYNC_TIMEOUT):
+        log.error("caches did not sync", timeout=SYNC_TIMEOUT)
+        return 1
+    keys: list[str] = []
+    controller.bind_queue(lambda key: keys.append(key) if key not in keys else None)
+    controller.enqueue_all()
+    semaphore = asyncio.Semaphore(concurrency)
+
+    async def one(key: str) -> None:
+        async with semaphore:
+            await controller.reconcile(key)
+
+    await asyncio.gather(*(one(k) for k in keys if not k.startswith("@")))
+    reporter(controller)
+    if writer is not None:
+        await writer.flush()
+    summary = reporter.summary
+    ok = not summary.degraded and summary.pending == 0
+    log.info("pass finished", degraded=summary.degraded, pending=summary.pending, ok=ok)
+    return 0 if ok else 1
+
+
+async def _serve(controller: Controller, queue: WorkQueue, elector: Any, concurrency: int) -> int:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await controller.wait_synced(SYNC_TIMEOUT)
+
+    async def lead() -> None:
+        log.info("leading: reconciling every MachineSet")
+        controller.enqueue_all()
+        await run_workers(queue, controller.reconcile, concurrency)
+
+    election = asyncio.create_task(elector.run(lead))
+    await stop.wait()
+    log.info("shutting down")
+    queue.shutdown()
+    await elector.release()
+    election.cancel()
+    await asyncio.gather(election, return_exceptions=True)
+    return 0
+
+
+class CloudChecks:
+    """Cloud verification for the daemon: on by default, used when credentials exist (SPEC 2 rule 9).
+
+    The credentials Secrets are read by name (RBAC grants `get` on those names only, so they cannot
+    be watched) and re-read at most once a minute; the verifier rebuilds its clients when one changes.
+    A platform without credentials is reported once by the verifier and planned with offline rules.
+    """
+
+    REFRESH_SECONDS = 60.0
+
+    def __init__(self, core: CoreV1Api, gcp_endpoint: str | None, azure_endpoint: str | None) -> None:
+        self.core: Any = core
+        self.gcp_endpoint = gcp_endpoint
+        self.azure_endpoint = azure_endpoint
+        self.verifier: Any = None
+        self._loaded_at = float("-inf")
+        self._lock = asyncio.Lock()
+
+    async def _refresh(self) -> None:
+        from kubernetes_asyncio.client.exceptions import ApiException
+
+        from .cloud.verifier import CloudVerifier
+        from .constants import (
+            AWS_CREDENTIALS_SECRET,
+            AZURE_CREDENTIALS_SECRET,
+            GCP_CREDENTIALS_SECRET,
+            MAPI_NAMESPACE,
+            Platform,
+        )
+
+        async with self._lock:
+            now = asyncio.get_running_loop().time()
+            if now - self._loaded_at < self.REFRESH_SECONDS:
+                return
+            self._loaded_at = now
+            secrets: dict[Platform | str, Any] = {}
+            platform: Platform | str
+            for platform, name in (
+                (Platform.AWS, AWS_CREDENTIALS_SECRET),
+                (Platform.GCP, GCP_CREDENTIALS_SECRET),
+                (Platform.AZURE, AZURE_CREDENTIALS_SECRET),
+            ):
+                try:
+                    secrets[platform] = await self.core.read_namespaced_secret(name, MAPI_NAMESPACE)
+                except ApiException as exc:
+                    secrets[platform] = None
+                    if exc.status not in (403, 404):
+                        log.warning("cannot read cloud credentials", secret_name=name, code=exc.status)
+            if self.verifier is None:
+                self.verifier = CloudVerifier.from_secrets(
+                    secrets, gcp_endpoint=self.gcp_endpoint, azure_endpoint=self.azure_endpoint
+                )
+            else:
+                for platform, secret in secrets.items():
+                    self.verifier.update_secret(platform, secret)
+
+    async def __call__(self, decision: Any) -> tuple[Any, frozenset[str]] | None:
+        from .cloud.queries import image_queries, marketplace_queries
+
+        await self._refresh()
+        platforms = frozenset(str(p) for p in self.verifier.platforms)
+        if decision.platform not in platforms:
+            return None
+        keys = image_queries([decision])
+        if not keys:
+            return None
+        facts = await self.verifier.verify(keys)
+        market = marketplace_queries(facts)
+        if market:
+            facts = await self.verifier.verify(keys, market)
+        return facts, platforms
+
+    def close(self) -> None:
+        if self.verifier is not None:
+            self.verifier.close()
+
+
+def _stub_ignition_check(core: CoreV1Api) -> Any:
+    """Before a boot image patch: the user-data secret must hold Ignition spec 3 (SPEC section 3)."""
+    from .stub_ignition import StubOutcome, ensure_stub_ignition_v3
+
+    async def check(resource: MachineResource) -> Refusal | None:
+        spec = resource.provider_spec if isinstance(resource.provider_spec, Mapping) else {}
+        secret = (spec.get("userDataSecret") or {}).get("name") if isinstance(spec.get("userDataSecret"), Mapping) else None
+        if not secret:
+            return None
+        result = await ensure_stub_ignition_v3(core, resource.namespace, secret, now=datetime.now(UTC))
+        if result.ok:
+            return None
+        # INVALID: missing secret or a config spec 3 cannot express (the admin must fix it);
+        # FAILED: the API refused or kept failing (retried on the MachineSet's next change).
+        reason = Reason.USER_DATA_INVALID if result.outcome is StubOutcome.INVALID else Reason.PATCH_FAILED
+        return Refusal(reason, result.message)
+
+    return check
+
+
+# ---- release-claims and rollback ----------------------------------------------------------------
+
+
+def release_claims(args: argparse.Namespace) -> int:
+    return asyncio.run(_release_claims(args))
+
+
+async def _release_claims(args: argparse.Namespace) -> int:
+    """Every owner reference of ours first, then the holder's finalizer (SPEC section 3).
+
+    A running daemon claims again on its next patch: stop it (or opt the MachineSets out) first
+    when the point is to hand the MachineSets over for good.
+    """
+    from .controller import fresh_machines, release_all_claims
+    from .writer import MachineSetWriter
+
+    api = await make_api_client(args.kubeconfig)
+    try:
+        custom = CustomObjectsApi(api)
+        writer = MachineSetWriter(custom, CoreV1Api(api))
+        if await release_all_claims(writer, lambda: fresh_machines(custom)):
+            print("released all claims; finalizer removed from the holder")
+            return 0
+        print("error: claims kept changing under us; run release-claims again")
+        return 1
+    finally:
+        await api.close()
+
+
+def rollback(args: argparse.Namespace) -> int:
+    return asyncio.run(_rollback(args))
+
+
+async def _rollback(args: argparse.Namespace) -> int:
+    from .rollback import rollback_machineset
+
+    api = await make_api_client(args.kubeconfig)
+    try:
+        return await rollback_machineset(api, args.namespace, args.name, dry_run=args.dry_run)
+    finally:
+        await api.close()
+
+
+__all__ = ["MACHINECONFIGURATION_NAME", "PassReporter", "json", "release_claims", "rollback", "run_daemon"]

@@ -1,0 +1,212 @@
+"""Every MachineSet write the daemon makes, and the claim holder's lifecycle (SPEC section 3).
+
+Writes are JSON patches that test `/metadata/resourceVersion` first (see `claims.py`): a 409 or a
+failed `test` (422) means someone else wrote in between, and the caller re-reads and re-plans;
+it never retries the same patch. Transient failures (429, 5xx, broken connections) are retried
+with backoff by `kube.retry.with_retries`.
+
+The garbage collector must never delete a MachineSet because of us (SPEC invariant 4): the holder
+carries a finalizer, so while any MachineSet still refers to it, it cannot disappear; release
+removes every reference first and only then the finalizer.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import structlog
+from kubernetes_asyncio.client import CoreV1Api, CustomObjectsApi
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from .claims import HotLoopRecord, JsonPatch, boot_image_patch, hot_loop_patch, release_patch
+from .constants import (
+    CLAIM_FINALIZER,
+    CLAIM_HOLDER_NAME,
+    CLAIM_HOLDER_NAMESPACE,
+    CPMS_KIND,
+    CPMS_PLURAL,
+    CPMS_VERSION,
+    MACHINE_API_GROUP,
+    MACHINESET_PLURAL,
+    MACHINESET_VERSION,
+)
+from .kube.retry import with_retries
+from .model import BootImageDecision
+
+log = structlog.get_logger(__name__)
+
+JSON_PATCH = "application/json-patch+json"
+
+
+class WriteResult(enum.Enum):
+    APPLIED = "applied"
+    CONFLICT = "conflict"  # someone else wrote first: re-read and re-plan
+    GONE = "gone"  # the object was deleted meanwhile
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class Holder:
+    uid: str
+    deleting: bool
+
+
+def _is_conflict(exc: ApiException) -> bool:
+    # 409: stale resourceVersion; 422: a `test` op failed (the value changed under us).
+    return exc.status in (409, 422)
+
+
+class MachineSetWriter:
+    def __init__(self, custom: CustomObjectsApi, core: CoreV1Api) -> None:
+        # Typed as Any: kubernetes_asyncio's signatures omit `_content_type`, which every patch
+        # here must pass (its default for a list body is right, for a dict body it is not).
+        self.custom: Any = custom
+        self.core: Any = core
+        self.writes = 0  # every MachineSet write attempted, for tests and benchmarks
+
+    # ---- the claim holder -----------------------------------------------------------------
+    async def ensure_holder(self) -> Holder:
+        """Get the holder ConfigMap, (re)creating it or restoring its finalizer when needed."""
+        try:
+            cm = await with_retries(
+                lambda: self.core.read_namespaced_config_map(CLAIM_HOLDER_NAME, CLAIM_HOLDER_NAMESPACE),
+                what="get claim holder",
+            )
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            return await self._create_holder()
+        meta = cm.metadata
+        if meta.deletion_timestamp is not None:
+            return Holder(meta.uid, deleting=True)
+        if CLAIM_FINALIZER not in (meta.finalizers or []):
+            ops: JsonPatch = [
+                {"op": "test", "path": "/metadata/resourceVersion", "value": meta.resource_version},
+                {"op": "add", "path": "/metadata/finalizers", "value": [*(meta.finalizers or []), CLAIM_FINALIZER]},
+            ]
+            await self._patch_holder(ops)
+        return Holder(meta.uid, deleting=False)
+
+    async def _create_holder(self) -> Holder:
+        body = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": CLAIM_HOLDER_NAME,
+                "namespace": CLAIM_HOLDER_NAMESPACE,
+                "finalizers": [CLAIM_FINALIZER],
+                "labels": {"app.kubernetes.io/name": "bootimage-controller"},
+                "annotations": {
+                    "description": "Owner of MachineSets whose boot images bootimage-controller manages. "
+                    "Run `bootimage-controller release-claims` before deleting it."
+                },
+            },
+            "data": {},
+        }
+        try:
+            cm = await with_retries(
+                lambda: self.core.create_namespaced_config_map(CLAIM_HOLDER_NAMESPACE, body),
+                what="create claim holder",
+            )
+        except ApiException as exc:
+            if exc.status == 409:  # created concurrently: use that one
+                return await self.ensure_holder()
+            raise
+        log.info("claim holder created", name=CLAIM_HOLDER_NAME, uid=cm.metadata.uid)
+        return Holder(cm.metadata.uid, deleting=False)
+
+    async def _patch_holder(self, ops: JsonPatch) -> None:
+        await with_retries(
+            lambda: self.core.patch_namespaced_config_map(
+                CLAIM_HOLDER_NAME, CLAIM_HOLDER_NAMESPACE, ops, _content_type=JSON_PATCH
+            ),
+            what="patch claim holder",
+        )
+
+    async def remove_holder_finalizer(self) -> bool:
+        """Drop our finalizer (the caller has checked no MachineSet refers to the holder)."""
+        try:
+            cm = await self.core.read_namespaced_config_map(CLAIM_HOLDER_NAME, CLAIM_HOLDER_NAMESPACE)
+        except ApiException as exc:
+            if exc.status == 404:
+                return True
+            raise
+        finalizers = list(cm.metadata.finalizers or [])
+        if CLAIM_FINALIZER not in finalizers:
+            return True
+        finalizers.remove(CLAIM_FINALIZER)
+        ops: JsonPatch = [
+            {"op": "test", "path": "/metadata/resourceVersion", "value": cm.metadata.resource_version},
+            {"op": "replace", "path": "/metadata/finalizers", "value": finalizers},
+        ]
+        try:
+            await self._patch_holder(ops)
+        except ApiException as exc:
+            if _is_conflict(exc) or exc.status == 404:
+                return False
+            raise
+        log.info("claim holder finalizer removed", name=CLAIM_HOLDER_NAME)
+        return True
+
+    # ---- MachineSets --------------------------------------------------------------------------
+    async def patch_boot_image(
+        self, obj: Mapping[str, Any], decision: BootImageDecision, annotations: Mapping[str, str], holder: Holder
+    ) -> WriteResult:
+        ops = boot_image_patch(obj, decision.changes, annotations, holder.uid)
+        return await self._patch(obj, ops, "patch boot image")
+
+    async def record_hot_loop(self, obj: Mapping[str, Any], record: HotLoopRecord) -> WriteResult:
+        return await self._patch(obj, hot_loop_patch(obj, record), "record hot loop")
+
+    async def release(self, obj: Mapping[str, Any]) -> WriteResult:
+        ops = release_patch(obj)
+        if ops is None:
+            return WriteResult.APPLIED
+        return await self._patch(obj, ops, "release claim")
+
+    async def _patch(self, obj: Mapping[str, Any], ops: JsonPatch, what: str) -> WriteResult:
+        meta = obj.get("metadata") or {}
+        name, namespace = meta.get("name"), meta.get("namespace")
+        version, plural = (
+            (CPMS_VERSION, CPMS_PLURAL) if obj.get("kind") == CPMS_KIND else (MACHINESET_VERSION, MACHINESET_PLURAL)
+        )
+        self.writes += 1
+        try:
+            await with_retries(
+                lambda: self.custom.patch_namespaced_custom_object(
+                    MACHINE_API_GROUP, version, namespace, plural, name, ops, _content_type=JSON_PATCH
+                ),
+                what=f"{what} {namespace}/{name}",
+            )
+        except ApiException as exc:
+            if _is_conflict(exc):
+                log.info("write conflict, will re-read", namespace=namespace, name=name, what=what, code=exc.status)
+                return WriteResult.CONFLICT
+            if exc.status == 404:
+                return WriteResult.GONE
+            log.warning("write failed", namespace=namespace, name=name, what=what, code=exc.status, error=exc.reason)
+            return WriteResult.FAILED
+        return WriteResult.APPLIED
+
+    async def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        version, plural = (CPMS_VERSION, CPMS_PLURAL) if kind == CPMS_KIND else (MACHINESET_VERSION, MACHINESET_PLURAL)
+        try:
+            obj: dict[str, Any] = await with_retries(
+                lambda: self.custom.get_namespaced_custom_object(MACHINE_API_GROUP, version, namespace, plural, name),
+                what=f"get {namespace}/{name}",
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return obj
+
+
+def now_utc() -> datetime:
+    from datetime import UTC
+
+    return datetime.now(UTC)

