@@ -1,0 +1,59 @@
+"""Shared pytest fixtures. Each helper keeps its fixtures in its own marked section."""
+
+from __future__ import annotations
+
+# ==== section: test control plane (tests/harness; owner: control-plane harness) ====================
+# kube_cluster   session: one real loopback kube-apiserver + etcd + kube-controller-manager (GC on)
+# kube_api       function, async: a kubernetes_asyncio ApiClient as admin, on a cluster reset first
+# fresh_cluster  function: factory for throwaway clusters with extra kube-apiserver args
+from collections.abc import AsyncIterator, Iterator, Sequence
+
+import pytest
+from harness.cluster import ClusterFactory, TestCluster, start_test_cluster
+from harness.objects import api_client_for, reset_cluster
+from kubernetes_asyncio import client as k8s_client
+
+
+@pytest.fixture(scope="session")
+def kube_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestCluster]:
+    """One control plane for the whole session (default watch cache, CRDs established)."""
+    cluster = start_test_cluster(tmp_path_factory.mktemp("kube-cluster"))
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+async def kube_api(kube_cluster: TestCluster) -> AsyncIterator[k8s_client.ApiClient]:
+    """Admin ApiClient on the session cluster, after deleting what earlier tests left behind."""
+    async with await api_client_for(kube_cluster.kubeconfig) as api:
+        await reset_cluster(api)
+        yield api
+
+
+@pytest.fixture
+def fresh_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterFactory]:
+    """`fresh_cluster(extra_apiserver_args=("--watch-cache=false",), with_controller_manager=False)`
+    starts a separate cluster, stopped after the test."""
+    started: list[TestCluster] = []
+
+    def start(
+        *, extra_apiserver_args: Sequence[str] = (), with_controller_manager: bool = True
+    ) -> TestCluster:
+        cluster = start_test_cluster(
+            tmp_path_factory.mktemp("fresh-cluster"),
+            extra_apiserver_args=extra_apiserver_args,
+            with_controller_manager=with_controller_manager,
+        )
+        started.append(cluster)
+        return cluster
+
+    try:
+        yield start
+    finally:
+        for cluster in started:
+            cluster.stop()
+
+
+# ==== end of section: test control plane ============================================================
