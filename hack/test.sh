@@ -8,6 +8,6 @@ cd "$(dirname "$0")/.."
 python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e '.[test]'
-.venv/bin/ruff check bootimage_controller tests scripts benchmarks
+.venv/bin/ruff check
 .venv/bin/mypy
 exec .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
