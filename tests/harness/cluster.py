@@ -369,9 +369,10 @@ def _etcd_args(etcd: Path, workdir: Path, port: int, peer_port: int) -> list[str
         f"--initial-advertise-peer-urls={peer_url}",
         f"--initial-cluster=default={peer_url}",
         "--unsafe-no-fsync",  # throwaway data: durability costs seconds per test run
-        # A single member on loopback: elect itself in ~0.1 s instead of the default ~1 s.
-        "--heartbeat-interval=10",
-        "--election-timeout=50",
+        # A single member on loopback: elect itself in ~0.5 s instead of ~1 s. Shorter timeouts made etcd
+    # flap between elections on a loaded 2-core machine (it never became healthy in 60 s).
+        "--heartbeat-interval=50",
+        "--election-timeout=500",
         "--log-level=warn",
     ]
 
