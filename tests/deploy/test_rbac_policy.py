@@ -1,0 +1,249 @@
+"""The shipped RBAC: no wildcards, Secrets by name only, and exactly the daemon's requests.
+
+The request tables below are read off the daemon's code (controller.py informers, writer.py,
+status.py, events.py, stub_ignition.py, kube/leader.py, cloud/credentials.py, aleph_report.py) and
+use the names from constants.py, so renaming an object there without following in the RBAC fails
+here. tests/integration/test_rbac.py proves the same against a real API server by running the
+daemon under these rules.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from bootimage_controller.constants import (
+    AWS_CREDENTIALS_SECRET,
+    AZURE_CREDENTIALS_SECRET,
+    BOOTIMAGES_CONFIGMAP,
+    CLAIM_HOLDER_NAME,
+    CLUSTEROPERATOR_PLURAL,
+    CLUSTERVERSION_NAME,
+    CLUSTERVERSION_PLURAL,
+    CONFIG_GROUP,
+    CPMS_NAME,
+    CPMS_PLURAL,
+    DEFAULT_CLUSTER_OPERATOR,
+    GCP_CREDENTIALS_SECRET,
+    INFRASTRUCTURE_NAME,
+    INFRASTRUCTURE_PLURAL,
+    LEASE_NAME,
+    MACHINE_API_GROUP,
+    MACHINECONFIGURATION_NAME,
+    MACHINECONFIGURATION_PLURAL,
+    MACHINESET_PLURAL,
+    MAPI_NAMESPACE,
+    MCO_NAMESPACE,
+    OPERATOR_GROUP,
+)
+
+from .manifests import (
+    Grant,
+    Request,
+    allowed,
+    default_set,
+    grants_for,
+    iter_rbac,
+    one,
+    rbac_violations,
+)
+
+CONTROLLER = "bootimage-controller"
+ALEPH = "bootimage-aleph-reporter"
+MS = (MACHINE_API_GROUP, MACHINESET_PLURAL)
+CPMS = (MACHINE_API_GROUP, CPMS_PLURAL)
+USER_DATA = ("worker-user-data", "master-user-data")
+
+
+def _req(verb: str, gr: tuple[str, str], namespace: str | None, name: str | None = None) -> Request:
+    return Request(verb, gr[0], gr[1], namespace, name)
+
+
+CM = ("", "configmaps")
+SECRETS = ("", "secrets")
+NODES = ("", "nodes")
+MC = (OPERATOR_GROUP, MACHINECONFIGURATION_PLURAL)
+MC_STATUS = (OPERATOR_GROUP, f"{MACHINECONFIGURATION_PLURAL}/status")
+CO = (CONFIG_GROUP, CLUSTEROPERATOR_PLURAL)
+CO_STATUS = (CONFIG_GROUP, f"{CLUSTEROPERATOR_PLURAL}/status")
+LEASES = ("coordination.k8s.io", "leases")
+
+# Every request `run`, `release-claims` and `plan --from-cluster` make as the controller.
+CONTROLLER_REQUESTS = [
+    # MachineSets: informer, re-read after a conflict, the boot image / claim / release patch.
+    *(_req(v, MS, MAPI_NAMESPACE) for v in ("list", "watch")),
+    *(_req(v, MS, MAPI_NAMESPACE, "worker-us-east-1a") for v in ("get", "patch")),
+    # ControlPlaneMachineSet: informer by name, live list without a selector, writes by name.
+    *(_req(v, CPMS, MAPI_NAMESPACE, CPMS_NAME) for v in ("list", "watch", "get", "patch")),
+    _req("list", CPMS, MAPI_NAMESPACE),
+    # Golden data and claim holder informers (field selector metadata.name=...).
+    *(_req(v, CM, MCO_NAMESPACE, BOOTIMAGES_CONFIGMAP) for v in ("list", "watch", "get")),
+    *(_req(v, CM, MAPI_NAMESPACE, CLAIM_HOLDER_NAME) for v in ("list", "watch", "get", "patch")),
+    _req("create", CM, MAPI_NAMESPACE),
+    # Cluster-wide inputs.
+    *(_req(v, MC, None, MACHINECONFIGURATION_NAME) for v in ("list", "watch", "get")),
+    _req("patch", MC_STATUS, None, MACHINECONFIGURATION_NAME),
+    *(
+        _req(v, (CONFIG_GROUP, INFRASTRUCTURE_PLURAL), None, INFRASTRUCTURE_NAME)
+        for v in ("list", "watch", "get")
+    ),
+    *(
+        _req(v, (CONFIG_GROUP, CLUSTERVERSION_PLURAL), None, CLUSTERVERSION_NAME)
+        for v in ("list", "watch", "get")
+    ),
+    *(_req(v, NODES, None) for v in ("list", "watch")),
+    # ClusterOperator.
+    _req("create", CO, None),
+    _req("get", CO, None, DEFAULT_CLUSTER_OPERATOR),
+    _req("patch", CO_STATUS, None, DEFAULT_CLUSTER_OPERATOR),
+    # Events on MachineSets.
+    *(_req(v, ("", "events"), MAPI_NAMESPACE) for v in ("create", "patch")),
+    # Leader election in the daemon's own namespace.
+    _req("create", LEASES, MCO_NAMESPACE),
+    *(_req(v, LEASES, MCO_NAMESPACE, LEASE_NAME) for v in ("get", "update")),
+    # Secrets: cloud credentials (get), user data (get + patch), by name.
+    *(
+        _req("get", SECRETS, MAPI_NAMESPACE, s)
+        for s in (AWS_CREDENTIALS_SECRET, GCP_CREDENTIALS_SECRET, AZURE_CREDENTIALS_SECRET)
+    ),
+    *(_req(v, SECRETS, MAPI_NAMESPACE, s) for s in USER_DATA for v in ("get", "patch")),
+]
+
+# Requests the controller must never be able to make.
+CONTROLLER_DENIED = [
+    *(_req(v, MS, MAPI_NAMESPACE, "worker-us-east-1a") for v in ("delete", "update")),
+    _req("create", MS, MAPI_NAMESPACE),
+    _req("deletecollection", MS, MAPI_NAMESPACE),
+    _req("get", MS, "default", "worker-us-east-1a"),
+    _req("patch", (MACHINE_API_GROUP, f"{MACHINESET_PLURAL}/scale"), MAPI_NAMESPACE, "worker-us-east-1a"),
+    _req("patch", CPMS, MAPI_NAMESPACE, "other"),
+    _req("delete", CPMS, MAPI_NAMESPACE, CPMS_NAME),
+    # Secrets: never enumerated, nothing else by name, cloud credentials never written.
+    *(_req(v, SECRETS, MAPI_NAMESPACE) for v in ("list", "watch")),
+    *(_req(v, SECRETS, MAPI_NAMESPACE, AWS_CREDENTIALS_SECRET) for v in ("list", "watch", "patch", "update")),
+    _req("get", SECRETS, MAPI_NAMESPACE, "some-other-secret"),
+    _req("get", SECRETS, MCO_NAMESPACE, "worker-user-data"),
+    _req("delete", SECRETS, MAPI_NAMESPACE, "worker-user-data"),
+    # ConfigMaps: the golden data is read-only; no other ConfigMap is visible.
+    *(_req(v, CM, MCO_NAMESPACE, BOOTIMAGES_CONFIGMAP) for v in ("patch", "update", "delete")),
+    _req("list", CM, MCO_NAMESPACE),
+    _req("list", CM, MAPI_NAMESPACE),
+    _req("get", CM, MAPI_NAMESPACE, "kube-rbac-proxy"),
+    _req("delete", CM, MAPI_NAMESPACE, CLAIM_HOLDER_NAME),
+    # Cluster objects: status only, never spec.
+    _req("patch", MC, None, MACHINECONFIGURATION_NAME),
+    _req("patch", (CONFIG_GROUP, INFRASTRUCTURE_PLURAL), None, INFRASTRUCTURE_NAME),
+    _req("patch", CO_STATUS, None, "machine-config"),
+    _req("delete", CO, None, DEFAULT_CLUSTER_OPERATOR),
+    _req("patch", NODES, None, "master-0"),
+    _req("get", NODES, None, "master-0"),
+    _req("delete", LEASES, MCO_NAMESPACE, LEASE_NAME),
+    _req("update", LEASES, MCO_NAMESPACE, "machine-config-controller"),
+    _req("create", ("", "pods"), MCO_NAMESPACE),
+]
+
+ALEPH_REQUESTS = [_req("get", NODES, None, "master-0"), _req("patch", NODES, None, "master-0")]
+ALEPH_DENIED = [
+    _req("list", NODES, None),
+    _req("patch", ("", "nodes/status"), None, "master-0"),
+    _req("delete", NODES, None, "master-0"),
+    _req("patch", MS, MAPI_NAMESPACE, "worker-us-east-1a"),
+    _req("get", SECRETS, MAPI_NAMESPACE, "worker-user-data"),
+    _req("get", CM, MCO_NAMESPACE, BOOTIMAGES_CONFIGMAP),
+]
+
+
+@pytest.fixture(scope="module")
+def controller() -> list[Grant]:
+    return grants_for(default_set(), MCO_NAMESPACE, CONTROLLER)
+
+
+@pytest.fixture(scope="module")
+def aleph() -> list[Grant]:
+    return grants_for(default_set(), MCO_NAMESPACE, ALEPH)
+
+
+@pytest.mark.parametrize("role", list(iter_rbac(default_set())), ids=lambda m: m.id)
+def test_shipped_roles_follow_the_policy(role: Any) -> None:
+    assert rbac_violations(role.obj) == []
+
+
+@pytest.mark.parametrize(
+    ("rule", "problem"),
+    [
+        ({"apiGroups": ["*"], "resources": ["machinesets"], "verbs": ["get"]}, "wildcard in apiGroups"),
+        ({"apiGroups": [""], "resources": ["*"], "verbs": ["get"]}, "wildcard in resources"),
+        ({"apiGroups": [""], "resources": ["configmaps"], "verbs": ["*"]}, "wildcard in verbs"),
+        ({"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}, "secrets without resourceNames"),
+        (
+            {
+                "apiGroups": [""],
+                "resources": ["secrets"],
+                "resourceNames": ["worker-user-data"],
+                "verbs": ["get", "list"],
+            },
+            "['list'] on secrets",
+        ),
+        (
+            {"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["x"], "verbs": ["watch", "get"]},
+            "['watch'] on secrets",
+        ),
+        (
+            {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles"], "verbs": ["bind"]},
+            "grants ['bind']",
+        ),
+    ],
+)
+def test_the_policy_check_catches_each_kind_of_violation(rule: dict[str, Any], problem: str) -> None:
+    role = {"kind": "ClusterRole", "metadata": {"name": "bad"}, "rules": [rule]}
+    problems = rbac_violations(role)
+    assert any(problem in p for p in problems), problems
+
+
+def test_every_daemon_request_is_granted(controller: list[Grant]) -> None:
+    missing = [str(r) for r in CONTROLLER_REQUESTS if not allowed(controller, r)]
+    assert missing == []
+
+
+def test_requests_outside_the_daemon_needs_are_not_granted(controller: list[Grant]) -> None:
+    granted = [str(r) for r in CONTROLLER_DENIED if allowed(controller, r)]
+    assert granted == []
+
+
+def test_every_granted_rule_is_used_by_some_daemon_request(controller: list[Grant]) -> None:
+    """Least privilege the other way round: no rule is there for nothing."""
+    unused = []
+    for grant in controller:
+        for rule in grant.rules:
+            for verb in rule.verbs:
+                if not any(
+                    r.verb == verb
+                    and (grant.namespace is None or grant.namespace == r.namespace)
+                    and rule.allows(r.verb, r.group, r.resource, r.name)
+                    for r in CONTROLLER_REQUESTS
+                ):
+                    unused.append(f"{grant.role.id}: {verb} {rule.resources} {rule.resource_names}")
+    assert unused == []
+
+
+def test_the_aleph_reporter_may_read_and_patch_nodes_and_nothing_else(aleph: list[Grant]) -> None:
+    assert [str(r) for r in ALEPH_REQUESTS if not allowed(aleph, r)] == []
+    assert [str(r) for r in ALEPH_DENIED if allowed(aleph, r)] == []
+    rules = [rule for g in aleph for rule in g.rules]
+    assert {res for rule in rules for res in rule.resources} == {"nodes", "securitycontextconstraints"}
+    # Besides Nodes: only `use` of its own SCC (OpenShift admission, not an API write).
+    scc = [r for r in rules if "securitycontextconstraints" in r.resources]
+    assert [(r.verbs, r.resource_names) for r in scc] == [(("use",), (ALEPH,))]
+    assert one(default_set(), "SecurityContextConstraints", ALEPH)
+
+
+def test_namespaced_rights_are_granted_by_role_bindings_in_their_namespace(controller: list[Grant]) -> None:
+    """Secrets, ConfigMaps, Leases and Events are never granted cluster-wide."""
+    for grant in controller:
+        if grant.namespace is not None:
+            continue
+        for rule in grant.rules:
+            assert not set(rule.resources) & {"secrets", "configmaps", "leases", "events"}, grant.role.id
+    where = {g.namespace for g in controller}
+    assert where == {None, MAPI_NAMESPACE, MCO_NAMESPACE}
