@@ -1,0 +1,133 @@
+"""The daemon verifies boot images in EC2 (moto's server over real HTTP) before it patches (rule 9)."""
+
+from __future__ import annotations
+
+import base64
+import os
+import select
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from cloud.amis import CUSTOM_AMI, write_catalogue
+from harness.cluster import TestCluster
+from harness.objects import (
+    apply,
+    bootimages_configmap,
+    cluster_version,
+    infrastructure,
+    machine_configuration,
+)
+from harness.objects import machineset_from_fixture as ms_fixture
+
+from bootimage_controller.constants import AWS_CREDENTIALS_SECRET, EVENT_SKIPPED, MAPI_NAMESPACE
+
+from .daemon_helpers import daemon_task, list_machinesets, user_data_secret, wait_for
+
+pytestmark = pytest.mark.integration
+
+AWS_416 = "ami-05483066c3caaccf5"
+AWS_422_US_EAST_1 = "ami-06a6b025350ff1e23"
+AWS_422_US_EAST_2 = "ami-0839b9b12d88de612"
+MOTO_SCRIPT = Path(__file__).resolve().parents[1] / "cloud" / "moto_server.py"
+
+
+@pytest.fixture
+def moto(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    amis = write_catalogue(tmp_path / "amis.json")
+    proc = subprocess.Popen(
+        [sys.executable, str(MOTO_SCRIPT)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env={**os.environ, "MOTO_AMIS_PATH": str(amis)},
+        text=True,
+    )
+    assert proc.stdout is not None and proc.stdin is not None
+    try:
+        ready, _, _ = select.select([proc.stdout], [], [], 60)
+        port = proc.stdout.readline().strip() if ready else ""
+        assert port.isdigit(), f"moto did not start: {port!r}"
+        url = f"http://127.0.0.1:{port}"
+        for var in [v for v in os.environ if v.startswith("AWS_")]:
+            monkeypatch.delenv(var)
+        monkeypatch.setenv("AWS_ENDPOINT_URL", url)  # boto3's own endpoint override (SPEC section 4)
+        monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+        monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+        monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+        yield url
+    finally:
+        proc.stdin.close()
+        proc.terminate()
+        proc.wait(10)
+
+
+def credentials_secret(key_id: str, secret: str) -> dict[str, Any]:
+    def b64(text: str) -> str:
+        return base64.b64encode(text.encode()).decode()
+
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": AWS_CREDENTIALS_SECRET, "namespace": MAPI_NAMESPACE},
+        "data": {"aws_access_key_id": b64(key_id), "aws_secret_access_key": b64(secret)},
+    }
+
+
+def ami_of(fleet: dict[str, dict[str, Any]], name: str) -> Any:
+    return fleet[name]["spec"]["template"]["spec"]["providerSpec"]["value"]["ami"]
+
+
+async def test_daemon_patches_only_to_images_ec2_has_and_identifies_custom_amis(
+    kube_cluster: TestCluster, kube_api: Any, moto: str
+) -> None:
+    # The 4.22 target in us-east-2 is deregistered: the daemon must not patch that MachineSet.
+    ec2 = boto3.client("ec2", region_name="us-east-2", aws_access_key_id="k", aws_secret_access_key="s")
+    ec2.deregister_image(ImageId=AWS_422_US_EAST_2)
+    await apply(kube_api, infrastructure("AWS"))
+    await apply(kube_api, cluster_version())
+    await apply(kube_api, machine_configuration())
+    await apply(kube_api, bootimages_configmap("coreos-bootimages-4.22-multistream.yaml"))
+    await apply(kube_api, user_data_secret())
+    await apply(kube_api, credentials_secret("AKIDEXAMPLEKEY123456", "not-a-real-secret-value-0123456789"))
+    await apply(kube_api, ms_fixture("aws-x86_64-us-east-1a-4.16.yaml", "east-1"))
+    east2 = ms_fixture("aws-x86_64-us-east-1a-4.16.yaml", "east-2")
+    east2["spec"]["template"]["spec"]["providerSpec"]["value"]["placement"] = {
+        "availabilityZone": "us-east-2a",
+        "region": "us-east-2",
+    }
+    await apply(kube_api, east2)
+    custom = ms_fixture("aws-x86_64-us-east-1a-4.16.yaml", "custom")
+    custom["spec"]["template"]["spec"]["providerSpec"]["value"]["ami"] = {"id": CUSTOM_AMI}
+    await apply(kube_api, custom)
+    before = await list_machinesets(kube_api)
+    assert ami_of(before, "east-2") == {"id": AWS_416}
+
+    async with daemon_task(kube_cluster.kubeconfig) as task:
+
+        async def east1_patched() -> bool:
+            return bool(ami_of(await list_machinesets(kube_api), "east-1") == {"id": AWS_422_US_EAST_1})
+
+        await wait_for(east1_patched, 60, "the us-east-1 patch verified in EC2")
+        await wait_for(lambda: _skipped_event(kube_api, "east-2", AWS_422_US_EAST_2), 30, "a skip event naming the AMI")
+        assert not task.done()
+    after = await list_machinesets(kube_api)
+    # Never patch to an image the cloud does not have; a custom AMI (another owner per EC2) is left alone.
+    assert after["east-2"]["metadata"]["resourceVersion"] == before["east-2"]["metadata"]["resourceVersion"]
+    assert after["custom"]["metadata"]["resourceVersion"] == before["custom"]["metadata"]["resourceVersion"]
+
+
+async def _skipped_event(api: Any, name: str, text: str) -> bool:
+    from harness.objects import kube_request
+
+    doc = await kube_request(api, "GET", f"/api/v1/namespaces/{MAPI_NAMESPACE}/events")
+    return any(
+        e["involvedObject"].get("name") == name
+        and e.get("reason") == EVENT_SKIPPED
+        and e.get("type") == "Warning"
+        and text in e.get("message", "")
+        for e in doc["items"]
+    )
