@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +24,7 @@ from azure.core.exceptions import ResourceNotFoundError
 from ..constants import Platform
 from ..errors import InputError, VersionError
 from ..skew.versions import parse_rhcos_version
+from .clients import RebuildableClient
 from .credentials import AzureCredentials
 from .facts import CloudImage, ImageKey
 
@@ -109,7 +109,7 @@ def make_client(credentials: AzureCredentials, endpoint: str | None, options: Az
     return ComputeManagementClient(make_credential(credentials), credentials.subscription_id, **kwargs)
 
 
-class AzureImages:
+class AzureImages(RebuildableClient[AzureCredentials]):
     """Marketplace image lookups for one set of credentials; `set_credentials` rebuilds."""
 
     def __init__(
@@ -119,40 +119,11 @@ class AzureImages:
         options: AzureOptions | None = None,
         client_factory: ClientFactory = make_client,
     ) -> None:
-        self._credentials = credentials
-        self._endpoint = resolve_endpoint(endpoint)
         self._options = options or AzureOptions()
-        self._factory = client_factory
-        self._lock = threading.Lock()
-        self._client: Any = None
-
-    @property
-    def credentials(self) -> AzureCredentials:
-        return self._credentials
-
-    @property
-    def endpoint(self) -> str | None:
-        return self._endpoint
-
-    def set_credentials(self, credentials: AzureCredentials) -> bool:
-        with self._lock:
-            if credentials == self._credentials:
-                return False
-            self._credentials = credentials
-            # Not closed: a lookup may still be using it; it goes with its last reference.
-            self._client = None
-            return True
-
-    def client(self) -> Any:
-        with self._lock:
-            if self._client is None:
-                self._client = self._factory(self._credentials, self._endpoint, self._options)
-            return self._client
+        super().__init__(credentials, resolve_endpoint(endpoint), lambda c, e: client_factory(c, e, self._options))
 
     def close(self) -> None:
-        with self._lock:
-            old, self._client = self._client, None
-        _close(old)
+        _close(self._take_client())
 
     def get_marketplace_image(self, location: str, publisher: str, offer: str, sku: str, version: str) -> CloudImage:
         key = ImageKey(Platform.AZURE.value, location, image_urn(publisher, offer, sku, version))

@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +24,7 @@ from google.api_core.retry import Retry, if_exception_type
 
 from ..constants import Platform
 from ..errors import InputError
+from .clients import RebuildableClient
 from .credentials import GcpCredentials
 from .facts import CloudImage, ImageKey
 from .releases import release_in_text
@@ -99,7 +99,7 @@ def make_client(credentials: GcpCredentials, endpoint: str | None) -> Any:
     return compute_v1.ImagesClient(credentials=creds, transport="rest", client_options=options)
 
 
-class GcpImages:
+class GcpImages(RebuildableClient[GcpCredentials]):
     """Image lookups for one set of credentials; `set_credentials` rebuilds the client."""
 
     def __init__(
@@ -109,40 +109,11 @@ class GcpImages:
         options: GcpOptions | None = None,
         client_factory: ClientFactory = make_client,
     ) -> None:
-        self._credentials = credentials
-        self._endpoint = resolve_endpoint(endpoint)
         self._options = options or GcpOptions()
-        self._factory = client_factory
-        self._lock = threading.Lock()
-        self._client: Any = None
-
-    @property
-    def credentials(self) -> GcpCredentials:
-        return self._credentials
-
-    @property
-    def endpoint(self) -> str | None:
-        return self._endpoint
-
-    def set_credentials(self, credentials: GcpCredentials) -> bool:
-        with self._lock:
-            if credentials == self._credentials:
-                return False
-            self._credentials = credentials
-            # Not closed: a lookup may still be using it; it goes with its last reference.
-            self._client = None
-            return True
-
-    def client(self) -> Any:
-        with self._lock:
-            if self._client is None:
-                self._client = self._factory(self._credentials, self._endpoint)
-            return self._client
+        super().__init__(credentials, resolve_endpoint(endpoint), client_factory)
 
     def close(self) -> None:
-        with self._lock:
-            old, self._client = self._client, None
-        _close(old)
+        _close(self._take_client())
 
     def get_image(self, path: str, zone: str = "") -> CloudImage:
         """`path` as MachineSets write it; `zone` only labels the answer (images are global)."""
