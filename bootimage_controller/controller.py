@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -79,6 +80,9 @@ class ControllerOptions:
     cluster_operator: str = "machine-config-bootimages"
     concurrency: int = 4
     status_interval: float = 1.0
+    # Mid-pass progress reports (conditions recomputed from every outcome); the queue's status key
+    # reports whenever it drains.
+    progress_interval: float = 2.0
 
 
 @dataclass
@@ -191,6 +195,7 @@ class Controller:
         self.cloud = cloud
         self.states: dict[str, MachineSetState] = {}
         self.claims_gate = ClaimGate()
+        self._last_report = -math.inf
         # Our last boot image write per MachineSet uid: still counts a hot loop when a writer that
         # replaces the whole object (PUT of an old copy) wipes the persisted record with it.
         self._hot_loops: dict[str, HotLoopRecord] = {}
@@ -267,6 +272,7 @@ class Controller:
 
     def _machine_deleted(self, obj: dict[str, Any]) -> None:
         self.states.pop(self.machine_key(obj), None)
+        self._hot_loops.pop(str((obj.get("metadata") or {}).get("uid", "")), None)
         self._enqueue(STATUS_KEY)
         self._enqueue(CLAIMS_KEY)
 
@@ -340,8 +346,7 @@ class Controller:
     # ---- reconcile ------------------------------------------------------------------------------------
     async def reconcile(self, key: str) -> None:
         if key == STATUS_KEY:
-            if self.on_pass is not None:
-                self.on_pass(self)
+            self._report()
             return
         if key == CLAIMS_KEY:
             await self.reconcile_claims()
@@ -354,6 +359,25 @@ class Controller:
         else:
             await self.reconcile_object(key, obj)
         self._enqueue(STATUS_KEY)
+        # The status key waits behind every MachineSet queued before it: during a long pass report
+        # progress from here too, at most once per progress interval.
+        if time.monotonic() - self._last_report >= self.options.progress_interval:
+            self._report()
+
+    def _report(self) -> None:
+        self._last_report = time.monotonic()
+        if self.on_pass is not None:
+            self.on_pass(self)
+
+    def unplanned(self) -> list[tuple[str, str, str]]:
+        """(kind, namespace, name) of the cached MachineSets not reconciled yet (pending in a pass)."""
+        out = []
+        for kind in (MACHINESET_KIND, CPMS_KIND):
+            for obj in self.informers[kind].list():
+                if self.machine_key(obj) not in self.states:
+                    meta = obj.get("metadata") or {}
+                    out.append((str(obj.get("kind", kind)), str(meta.get("namespace", "")), str(meta.get("name", ""))))
+        return out
 
     async def reconcile_object(self, key: str, obj: dict[str, Any]) -> None:
         inputs = self.inputs()
@@ -435,7 +459,7 @@ class Controller:
                 obs.PATCHES.labels(result="blocked").inc()
                 return MachineSetState.failed(decision, refusal.reason, refusal.message), None
         async with self.claims_gate.claiming():
-            holder = await self.writer.ensure_holder()
+            holder = self._cached_holder() or await self.writer.ensure_holder()
             if holder.deleting:
                 # Claims are being released: not an error. This MachineSet is patched (and claimed
                 # under a new holder) once the old holder is gone (`_holder_deleted`).
@@ -455,6 +479,20 @@ class Controller:
         if result is WriteResult.GONE:
             return MachineSetState(decision), None
         raise RuntimeError(f"patching {resource.display} failed; will retry with backoff")
+
+    def _cached_holder(self) -> Holder | None:
+        """The holder as the watch cache has it, when usable as is: finalizer on, not being deleted.
+
+        This saves a read per patch and is safe: the finalizer only goes in a release, which runs
+        under the claims gate on a live list, so a claim written on a stale view of the holder is
+        released with the rest (and when `release-claims` removed it by hand, `reconcile_claims`
+        puts it back for claims written meanwhile). Anything else takes the live path.
+        """
+        items = self.informers["holder"].list()
+        meta = (items[0].get("metadata") or {}) if items else {}
+        if not meta.get("uid") or meta.get("deletionTimestamp") or CLAIM_FINALIZER not in (meta.get("finalizers") or []):
+            return None
+        return Holder(str(meta["uid"]), deleting=False)
 
     async def _release_if_claimed(self, obj: dict[str, Any], ctx: PlanningContext) -> None:
         """A MachineSet left enrollment: remove our owner reference (and nothing else)."""

@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
+import math
 import signal
+import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, cast
@@ -21,6 +24,7 @@ from kubernetes_asyncio.client import CoreV1Api, CustomObjectsApi
 from . import observability as obs
 from .cluster import is_cluster_stable
 from .constants import (
+    CO_PROGRESSING,
     CONDITION_DEGRADED,
     CONDITION_PROGRESSING,
     CPMS_KIND,
@@ -43,6 +47,7 @@ from .status import (
     ClusterOperatorStatus,
     Outcome,
     PassSummary,
+    Result,
     StatusWriter,
     degraded_condition,
     find_condition,
@@ -62,40 +67,78 @@ def run_daemon(args: argparse.Namespace) -> int:
         return 1
 
 
+# The ClusterOperator shows Progressing=True only for a pass longer than this, and then refreshes
+# its counts this often; the MachineConfiguration carries the live counts (SPEC section 3).
+CO_PROGRESS_INTERVAL = 10.0
+
+
 class PassReporter:
     """Recomputes conditions, skew and metrics from every MachineSet's last outcome."""
 
-    def __init__(self, writer: StatusWriter | None, limits: SkewLimits) -> None:
+    def __init__(self, writer: StatusWriter | None, limits: SkewLimits, *, clock: Any = time.monotonic) -> None:
         self.writer = writer
         self.limits = limits
         self.summary: PassSummary = PassSummary()
         self.verdict: SkewVerdict | None = None
+        self._clock = clock
+        self._co_shape: tuple[tuple[str, str, str], ...] | None = None
+        self._co_offered_at = -math.inf
+        self._progress_since: float | None = None
 
     def __call__(self, controller: Controller) -> None:
         now = datetime.now(UTC)
         inputs = controller.inputs()
         states = list(controller.states.values())
-        self.summary = self._summary(controller, states)
+        unplanned = controller.unplanned()
+        self.summary = self._summary(controller, states, unplanned)
         mc = inputs.objects.machine_configuration
         previous = ((mc or {}).get("status") or {}).get("conditions") or []
         progressing = progressing_condition(self.summary, now, find_condition(previous, CONDITION_PROGRESSING))
         degraded = degraded_condition(self.summary, now, find_condition(previous, CONDITION_DEGRADED))
-        skew_status = self._skew(controller, states)
+        skew_status = self._skew(controller, states, complete=not unplanned)
         self._metrics(states)
         if self.writer is None:
             return
         self.writer.set_machineconfiguration([progressing, degraded], skew_status)
-        self.writer.set_cluster_operator(
-            ClusterOperatorStatus.build(
-                synced=controller.synced(),
-                progressing=progressing,
-                degraded=degraded,
-                verdict=self.verdict,
-                now=now,
-            )
+        co = ClusterOperatorStatus.build(
+            synced=controller.synced(),
+            progressing=progressing,
+            degraded=degraded,
+            verdict=self.verdict,
+            now=now,
         )
+        if self._co_due(co):
+            self.writer.set_cluster_operator(co)
 
-    def _summary(self, controller: Controller, states: list[MachineSetState]) -> PassSummary:
+    def _co_due(self, co: ClusterOperatorStatus) -> bool:
+        """Whether to hand this ClusterOperator status to the writer now.
+
+        Settled states (and a change of Available, Degraded or Upgradeable) at once; while a pass
+        progresses, nothing for its first CO_PROGRESS_INTERVAL seconds (a short pass does not flap
+        Progressing, as the cluster-version operator's monitors expect) and then the counts every
+        CO_PROGRESS_INTERVAL seconds. A long pass thus writes the MachineConfiguration about once a
+        second and the ClusterOperator rarely, not both every second.
+        """
+        now = self._clock()
+        others = tuple((c.type, c.status, c.reason) for c in co.conditions if c.type != CO_PROGRESSING)
+        progressing = co.condition(CO_PROGRESSING)
+        if progressing is None or progressing.status != "True":
+            self._progress_since = None
+        elif self._progress_since is None:
+            self._progress_since = now
+        if self._progress_since is not None:
+            if self._co_shape is None:
+                self._co_shape = others  # the first report: a baseline to tell changes from
+            changed = others != self._co_shape
+            long_pass = now - self._progress_since >= CO_PROGRESS_INTERVAL
+            if not changed and not (long_pass and now - self._co_offered_at >= CO_PROGRESS_INTERVAL):
+                return False
+        self._co_shape, self._co_offered_at = others, now
+        return True
+
+    def _summary(
+        self, controller: Controller, states: list[MachineSetState], unplanned: list[tuple[str, str, str]]
+    ) -> PassSummary:
         inputs = controller.inputs()
         if inputs.problem is not None:
             return PassSummary.blocked(ConditionReason.BOOT_IMAGES_CONFIGMAP_INVALID, inputs.problem, degrading=True)
@@ -103,11 +146,12 @@ class PassReporter:
             return PassSummary.blocked(
                 ConditionReason.CLUSTER_NOT_STABLE, "an install or upgrade is in progress; reconciling nothing", degrading=False
             )
-        return PassSummary.from_outcomes(
-            Outcome.from_decision(s.decision, patched=s.patched, error=s.error_text) for s in states
-        )
+        outcomes = [Outcome.from_decision(s.decision, patched=s.patched, error=s.error_text) for s in states]
+        # Not reconciled yet in this pass: pending, so the counts cover the whole fleet mid-pass.
+        outcomes += [Outcome(kind, namespace, name, Result.PENDING) for kind, namespace, name in unplanned]
+        return PassSummary.from_outcomes(outcomes)
 
-    def _skew(self, controller: Controller, states: list[MachineSetState]) -> dict[str, Any] | None:
+    def _skew(self, controller: Controller, states: list[MachineSetState], *, complete: bool) -> dict[str, Any] | None:
         inputs = controller.inputs()
         if inputs.context is None:
             self.verdict = None
@@ -126,7 +170,7 @@ class PassReporter:
                 degraded_message=self.summary.degraded_message(),
                 golden=inputs.context.golden,
                 facts=inputs.context.facts,
-                after_pass=_pass_result(states),
+                after_pass=_pass_result(states) if complete else None,
             )
         except BootImageControllerError as exc:
             log.error("skew enforcement setting is invalid", error=str(exc))
@@ -290,12 +334,12 @@ class CloudChecks:
             MAPI_NAMESPACE,
             Platform,
         )
+        from .kube.retry import is_retryable, with_retries
 
         async with self._lock:
             now = asyncio.get_running_loop().time()
             if now - self._loaded_at < self.REFRESH_SECONDS:
                 return
-            self._loaded_at = now
             secrets: dict[Platform | str, Any] = {}
             platform: Platform | str
             for platform, name in (
@@ -304,8 +348,16 @@ class CloudChecks:
                 (Platform.AZURE, AZURE_CREDENTIALS_SECRET),
             ):
                 try:
-                    secrets[platform] = await self.core.read_namespaced_secret(name, MAPI_NAMESPACE)
+                    secrets[platform] = await with_retries(
+                        functools.partial(self.core.read_namespaced_secret, name, MAPI_NAMESPACE),
+                        what=f"get secret {name}",
+                    )
                 except ApiException as exc:
+                    # Still failing after retries: not knowing whether credentials exist is no
+                    # reason to plan offline (or to drop working ones): fail this reconcile, it is
+                    # retried, and so is this read (the minute below only starts after success).
+                    if is_retryable(exc):
+                        raise
                     secrets[platform] = None
                     if exc.status not in (403, 404):
                         log.warning("cannot read cloud credentials", secret_name=name, code=exc.status)
@@ -316,6 +368,7 @@ class CloudChecks:
             else:
                 for platform, secret in secrets.items():
                     self.verifier.update_secret(platform, secret)
+            self._loaded_at = now
 
     async def __call__(self, decision: Any) -> tuple[Any, frozenset[str]] | None:
         from .cloud.queries import image_queries, marketplace_queries
@@ -351,7 +404,7 @@ def _stub_ignition_check(core: CoreV1Api) -> Any:
         if result.ok:
             return None
         # INVALID: missing secret or a config spec 3 cannot express (the admin must fix it);
-        # FAILED: the API refused or kept failing (retried on the MachineSet's next change).
+        # FAILED: the API refused or kept failing (tried again when the MachineSet or an input changes).
         reason = Reason.USER_DATA_INVALID if result.outcome is StubOutcome.INVALID else Reason.PATCH_FAILED
         return Refusal(reason, result.message)
 
