@@ -578,7 +578,10 @@ async def fresh_machines(custom: Any) -> list[dict[str, Any]]:
         MACHINE_API_GROUP, MACHINESET_VERSION, MAPI_NAMESPACE, MACHINESET_PLURAL
     )
     try:
-        cp = await custom.list_namespaced_custom_object(MACHINE_API_GROUP, CPMS_VERSION, MAPI_NAMESPACE, CPMS_PLURAL)
+        # By name: the only ControlPlaneMachineSet is `cluster`, and RBAC grants list by that name only.
+        cp = await custom.list_namespaced_custom_object(
+            MACHINE_API_GROUP, CPMS_VERSION, MAPI_NAMESPACE, CPMS_PLURAL, field_selector=f"metadata.name={CPMS_NAME}"
+        )
     except ApiException as exc:
         if exc.status != 404:  # no ControlPlaneMachineSet CRD on this cluster
             raise

@@ -74,9 +74,9 @@ CONTROLLER_REQUESTS = [
     # MachineSets: informer, re-read after a conflict, the boot image / claim / release patch.
     *(_req(v, MS, MAPI_NAMESPACE) for v in ("list", "watch")),
     *(_req(v, MS, MAPI_NAMESPACE, "worker-us-east-1a") for v in ("get", "patch")),
-    # ControlPlaneMachineSet: informer by name, live list without a selector, writes by name.
+    # ControlPlaneMachineSet: informer, live list and writes, all by name.
     *(_req(v, CPMS, MAPI_NAMESPACE, CPMS_NAME) for v in ("list", "watch", "get", "patch")),
-    _req("list", CPMS, MAPI_NAMESPACE),
+    # fresh_machines lists the ControlPlaneMachineSet by name too (metadata.name=cluster).
     # Golden data and claim holder informers (field selector metadata.name=...).
     *(_req(v, CM, MCO_NAMESPACE, BOOTIMAGES_CONFIGMAP) for v in ("list", "watch", "get")),
     *(_req(v, CM, MAPI_NAMESPACE, CLAIM_HOLDER_NAME) for v in ("list", "watch", "get", "patch")),
@@ -118,6 +118,7 @@ CONTROLLER_DENIED = [
     _req("get", MS, "default", "worker-us-east-1a"),
     _req("patch", (MACHINE_API_GROUP, f"{MACHINESET_PLURAL}/scale"), MAPI_NAMESPACE, "worker-us-east-1a"),
     _req("patch", CPMS, MAPI_NAMESPACE, "other"),
+    _req("list", CPMS, MAPI_NAMESPACE),  # only by name
     _req("delete", CPMS, MAPI_NAMESPACE, CPMS_NAME),
     # Secrets: never enumerated, nothing else by name, cloud credentials never written.
     *(_req(v, SECRETS, MAPI_NAMESPACE) for v in ("list", "watch")),
