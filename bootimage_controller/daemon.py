@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import functools
-import json
 import math
 import signal
 import time
@@ -28,7 +27,6 @@ from .constants import (
     CONDITION_DEGRADED,
     CONDITION_PROGRESSING,
     CPMS_KIND,
-    MACHINECONFIGURATION_NAME,
     Action,
     ConditionReason,
     Reason,
@@ -454,4 +452,4 @@ async def _rollback(args: argparse.Namespace) -> int:
         await api.close()
 
 
-__all__ = ["MACHINECONFIGURATION_NAME", "PassReporter", "json", "release_claims", "rollback", "run_daemon"]
+__all__ = ["PassReporter", "release_claims", "rollback", "run_daemon"]

@@ -15,7 +15,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import structlog
@@ -207,6 +207,4 @@ class MachineSetWriter:
 
 
 def now_utc() -> datetime:
-    from datetime import UTC
-
     return datetime.now(UTC)
