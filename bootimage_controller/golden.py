@@ -12,6 +12,7 @@ import re
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from .constants import (
@@ -74,6 +75,11 @@ class ArchBootImages:
     gcp: GcpImage | None
     azure_marketplace: Mapping[str, Mapping[str, AzureMarketplaceImage]] | None
     vmware: VmwareArtifact | None
+
+    @cached_property
+    def aws_release_by_ami(self) -> Mapping[str, str]:
+        """AMI id -> release over every region (the reverse of `aws_regions`), built once."""
+        return {entry.image: entry.release for entry in (self.aws_regions or {}).values()}
 
     def azure_image(self, variant: str, generation: str) -> AzureMarketplaceImage | None:
         if self.azure_marketplace is None:

@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from functools import lru_cache
+from typing import Any, TypeGuard
 
 from .constants import (
     CPMS_KIND,
@@ -27,8 +28,11 @@ from .errors import InputError
 JsonPath = tuple[str | int, ...]
 
 
+@lru_cache(maxsize=1024)
 def dotted(path: JsonPath) -> str:
-    """`("spec", "disks", 0, "image")` -> `spec.disks[0].image` (how the SPEC names fields)."""
+    """`("spec", "disks", 0, "image")` -> `spec.disks[0].image` (how the SPEC names fields).
+
+    Cached: the same few field paths are named in every decision of a pass."""
     out = ""
     for part in path:
         if isinstance(part, int):
@@ -76,13 +80,13 @@ class MachineResource:
     def from_object(cls, obj: Any, source: str = "") -> MachineResource:
         """Parse the parts every rule needs. Raises `InputError` naming the object and field."""
         where = source or "object"
-        if not isinstance(obj, Mapping):
+        if not is_mapping(obj):
             raise InputError(where, None, f"expected an object, got {type(obj).__name__}")
         kind = obj.get("kind")
         if kind not in (MACHINESET_KIND, CPMS_KIND):
             raise InputError(where, "kind", f"expected MachineSet or ControlPlaneMachineSet, got {kind!r}")
         meta = obj.get("metadata")
-        if not isinstance(meta, Mapping):
+        if not is_mapping(meta):
             raise InputError(where, "metadata", "missing or not an object")
         name = meta.get("name")
         if not isinstance(name, str) or not name:
@@ -117,6 +121,11 @@ class MachineResource:
 _MISSING = object()
 
 
+def is_mapping(value: Any) -> TypeGuard[Mapping[str, Any]]:
+    # Parsed JSON/YAML is always a dict: check that first, the (slow) ABC only for other mappings.
+    return type(value) is dict or isinstance(value, Mapping)
+
+
 def get_path(obj: Any, path: JsonPath, default: Any = None) -> Any:
     """Follow a path through nested dicts/lists; `default` when any step is missing."""
     cur = obj
@@ -126,7 +135,7 @@ def get_path(obj: Any, path: JsonPath, default: Any = None) -> Any:
                 return default
             cur = cur[part]
         else:
-            if not isinstance(cur, Mapping):
+            if not is_mapping(cur):
                 return default
             cur = cur.get(part, _MISSING)
             if cur is _MISSING:
@@ -137,12 +146,14 @@ def get_path(obj: Any, path: JsonPath, default: Any = None) -> Any:
 def _string_map(value: Any, where: str, field_name: str) -> Mapping[str, str]:
     if value is None:
         return {}
-    if not isinstance(value, Mapping):
+    if not is_mapping(value):
         raise InputError(where, field_name, f"expected a map of strings, got {type(value).__name__}")
-    for k, v in value.items():
-        if not isinstance(k, str) or not isinstance(v, str):
-            raise InputError(where, f"{field_name}[{k!r}]", "keys and values must be strings")
-    return dict(value)
+    # One pass over types first (the common, valid case), the precise error only when it fails.
+    if not all(type(k) is str and type(v) is str for k, v in value.items()):
+        for k, v in value.items():
+            if not isinstance(k, str) or not isinstance(v, str):
+                raise InputError(where, f"{field_name}[{k!r}]", "keys and values must be strings")
+    return value
 
 
 def _owner_references(value: Any, where: str) -> tuple[OwnerReference, ...]:

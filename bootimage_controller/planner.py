@@ -30,7 +30,7 @@ from .enrollment import Enrollment
 from .errors import InputError
 from .golden import GoldenBootImages
 from .index import PublishedImageIndex
-from .model import BootImageDecision, MachineResource, dotted, get_path
+from .model import BootImageDecision, MachineResource, dotted, get_path, is_mapping
 from .providers import rules_for_platform
 from .providers._common import release_rhel_major
 from .providers.base import Failure, RuleContext, Skip, Target
@@ -214,7 +214,7 @@ class _Planner:
 
     def _platform_name(self) -> str | None:
         spec = self.r.provider_spec
-        kind = spec.get("kind") if isinstance(spec, Mapping) else None
+        kind = spec.get("kind") if is_mapping(spec) else None
         if isinstance(kind, str) and kind:
             known = PROVIDER_KIND_PLATFORM.get(kind)
             return str(known) if known else kind
@@ -223,7 +223,7 @@ class _Planner:
     def _with_platform(self, base: RuleContext) -> BootImageDecision:
         spec = self.r.provider_spec
         spec_field = dotted(self.r.provider_spec_path)
-        if not isinstance(spec, Mapping):
+        if not is_mapping(spec):
             got = "missing" if spec is None else f"a {type(spec).__name__}, not an object"
             return self.error(Reason.INVALID_PROVIDER_SPEC, f"{self.r.display}: {spec_field} is {got}", spec_field)
         rules = rules_for_platform(self.platform)

@@ -19,7 +19,7 @@ from typing import Any
 from ..cloud.facts import ImageKey
 from ..constants import Platform, Reason
 from ..errors import ProviderSpecError
-from ..model import JsonPath, dotted
+from ..model import JsonPath, dotted, is_mapping
 from ..skew.record import ReleaseSource
 from ..skew.versions import rhel_major_of
 from .base import RuleContext, Skip, Target
@@ -81,7 +81,7 @@ class SpecReader:
             else:
                 if cur is None:
                     return None
-                if not isinstance(cur, Mapping):
+                if not is_mapping(cur):
                     raise self.error(here, f"expected an object, got {_type_name(cur)}")
                 cur = cur.get(part)
         return cur
@@ -97,7 +97,7 @@ class SpecReader:
 
     def mapping(self, *rel: str | int) -> Mapping[str, Any] | None:
         value = self.value(*rel)
-        if value is not None and not isinstance(value, Mapping):
+        if value is not None and not is_mapping(value):
             raise self.error(rel, f"expected an object, got {_type_name(value)}")
         return value
 

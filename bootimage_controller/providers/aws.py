@@ -156,10 +156,7 @@ def _known_rhcos(ctx: RuleContext, ami_id: str, cloud: CloudImage | None) -> _Kn
 
 
 def _release_in(images: ArchBootImages, ami_id: str) -> str | None:
-    for entry in (images.aws_regions or {}).values():
-        if entry.image == ami_id:
-            return entry.release
-    return None
+    return images.aws_release_by_ami.get(ami_id)
 
 
 def _not_known(ctx: RuleContext, read: SpecReader, ami: _Ami, cloud: CloudImage | None, target: Target) -> Skip:

@@ -11,13 +11,12 @@ boot disk.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..cloud.releases import release_in_text
 from ..constants import GCP_RHCOS_IMAGE_PREFIX, Platform, Reason
 from ..golden import ArchBootImages
-from ..model import FieldChange, JsonPath
+from ..model import FieldChange, JsonPath, is_mapping
 from ._common import ReleaseSource, SpecReader, verify_target
 from .base import RuleContext, RuleOutcome, Skip, Target
 
@@ -93,7 +92,7 @@ def _boot_disks(read: SpecReader) -> list[_BootDisk]:
     disks = read.items("disks") or []
     found = []
     for i, disk in enumerate(disks):
-        if not isinstance(disk, Mapping):
+        if not is_mapping(disk):
             raise read.error(("disks", i), "expected an object")
         if read.boolean("disks", i, "boot") is not True:
             continue
