@@ -66,10 +66,13 @@ class HotLoopRecord:
             return None
         try:
             doc = json.loads(value)
-            return cls(str(doc["target"]), int(doc["count"]))
-        except (ValueError, KeyError, TypeError):
-            # An absurd value (edited by hand) is treated as no record, not as a crash.
+            count = int(doc["count"])
+            target = str(doc["target"])
+        except (ValueError, KeyError, TypeError, OverflowError, RecursionError):
+            # An absurd value (edited by hand: 1e999, nested 100,000 deep, not JSON) is treated as
+            # no record, not as a crash: the next write starts the count again.
             return None
+        return cls(target, count) if count >= 0 else None
 
 
 def target_fingerprint(decision: BootImageDecision) -> str:

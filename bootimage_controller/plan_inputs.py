@@ -89,10 +89,17 @@ class _KubeYamlLoader(yaml.CSafeLoader if yaml.__with_libyaml__ else yaml.SafeLo
     """
 
 
-_KubeYamlLoader.yaml_implicit_resolvers = {
+class _PyKubeYamlLoader(yaml.SafeLoader):
+    """The same in pure Python, for documents that might nest deeper than libyaml's C stack allows:
+    here too deep a document is a RecursionError, which we report, not a crash."""
+
+
+_NO_TIMESTAMPS = {
     first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
 }
+_KubeYamlLoader.yaml_implicit_resolvers = _NO_TIMESTAMPS
+_PyKubeYamlLoader.yaml_implicit_resolvers = _NO_TIMESTAMPS
 
 
 # ---- loaded objects --------------------------------------------------------------------------
@@ -196,9 +203,31 @@ def _parse_json(text: str, source: str) -> Any:
         raise InputError(source, None, "JSON nested too deeply") from None
 
 
+# Kubernetes objects nest a few dozen levels; libyaml recurses on the C stack and crashes the whole
+# process (SIGSEGV) somewhere past 30,000 levels, before Python could raise RecursionError. Text
+# whose brackets might nest that deep (brackets inside strings count too) takes the Python loader.
+MAX_YAML_FLOW_DEPTH = 1000
+
+
+def _flow_depth_exceeds(text: str, limit: int) -> bool:
+    """Whether `[`/`{` nesting goes past `limit` (a cheap over-estimate: quotes are not parsed)."""
+    if text.count("[") + text.count("{") <= limit:
+        return False
+    depth = 0
+    for ch in text:
+        if ch in "[{":
+            depth += 1
+            if depth > limit:
+                return True
+        elif ch in "]}":
+            depth = max(0, depth - 1)
+    return False
+
+
 def _parse_yaml(text: str, source: str) -> list[Any]:
+    loader = _PyKubeYamlLoader if _flow_depth_exceeds(text, MAX_YAML_FLOW_DEPTH) else _KubeYamlLoader
     try:
-        return list(yaml.load_all(text, Loader=_KubeYamlLoader))
+        return list(yaml.load_all(text, Loader=loader))
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f" at line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""

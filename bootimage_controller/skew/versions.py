@@ -113,11 +113,16 @@ class RhcosVersion:
         return (self.timestamp.ljust(12, "0"), self.serial)
 
 
-@lru_cache(maxsize=4096)
 def parse_rhcos_version(text: str) -> RhcosVersion:
     """Parse any RHCOS build id scheme; raises `VersionError` naming the value."""
     if not isinstance(text, str):
+        # Checked before the cache, which would hash a list or map and raise TypeError.
         raise VersionError("RHCOS version", None, f"expected a string, got {type(text).__name__}")
+    return _parse_rhcos_version(text)
+
+
+@lru_cache(maxsize=4096)
+def _parse_rhcos_version(text: str) -> RhcosVersion:
     m = _BUILD_ID.fullmatch(text.strip()) if len(text) <= MAX_VERSION_TEXT else None
     if not m:
         raise VersionError(
