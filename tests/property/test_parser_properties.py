@@ -7,7 +7,6 @@ import contextlib
 import json
 from typing import Any
 
-import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
