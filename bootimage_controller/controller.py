@@ -195,6 +195,9 @@ class Controller:
         self.cloud = cloud
         self.states: dict[str, MachineSetState] = {}
         self.claims_gate = ClaimGate()
+        self._event_tasks: set[asyncio.Task[None]] = set()
+        # key -> the resourceVersion our last patch replaced (see `reconcile`).
+        self._superseded: dict[str, str] = {}
         self._last_report = -math.inf
         # Our last boot image write per MachineSet uid: still counts a hot loop when a writer that
         # replaces the whole object (PUT of an old copy) wipes the persisted record with it.
@@ -272,6 +275,7 @@ class Controller:
 
     def _machine_deleted(self, obj: dict[str, Any]) -> None:
         self.states.pop(self.machine_key(obj), None)
+        self._superseded.pop(self.machine_key(obj), None)
         self._hot_loops.pop(str((obj.get("metadata") or {}).get("uid", "")), None)
         self._enqueue(STATUS_KEY)
         self._enqueue(CLAIMS_KEY)
@@ -356,6 +360,10 @@ class Controller:
         obj = informer.get(rest) if informer is not None else None
         if obj is None:
             self.states.pop(key, None)
+        elif _rv(obj) == self._superseded.get(key):
+            # The cache still shows a version our own patch replaced: planning it would only send a
+            # patch doomed to fail its resourceVersion test. The watch event of our write follows.
+            pass
         else:
             await self.reconcile_object(key, obj)
         self._enqueue(STATUS_KEY)
@@ -470,6 +478,7 @@ class Controller:
         obs.PATCHES.labels(result=result.value).inc()
         if result is WriteResult.APPLIED:
             self._hot_loops[resource.uid] = hot
+            self._superseded[self.machine_key(obj)] = resource.resource_version
             return MachineSetState(decision, patched=True), None
         if result is WriteResult.CONFLICT:
             fresh = await self.writer.get(resource.kind, resource.namespace, resource.name)
@@ -548,8 +557,21 @@ class Controller:
     async def _emit_events(
         self, obj: dict[str, Any], previous: MachineSetState | None, state: MachineSetState
     ) -> None:
+        """Events go out in the background: they are reports, and a worker should not wait for
+        the API server to store one before it reconciles the next MachineSet."""
         if self.events is None or self.options.dry_run or not self.is_leader():
             return
+        task = asyncio.create_task(self._emit(obj, previous, state))
+        self._event_tasks.add(task)
+        task.add_done_callback(self._event_tasks.discard)
+
+    async def flush_events(self, timeout: float = 10.0) -> None:
+        """Wait (bounded) for events still being written, before exiting."""
+        if self._event_tasks:
+            await asyncio.wait(set(self._event_tasks), timeout=timeout)
+
+    async def _emit(self, obj: dict[str, Any], previous: MachineSetState | None, state: MachineSetState) -> None:
+        assert self.events is not None
         resource = _involved(obj)
         d = state.decision
         if state.patched:

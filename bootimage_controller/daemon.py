@@ -226,7 +226,7 @@ async def _run(args: argparse.Namespace) -> int:
         ControllerOptions(dry_run=args.dry_run, cluster_operator=args.cluster_operator, concurrency=args.concurrency),
         # --once is a single writer by definition (an admin's one-shot run); otherwise the Lease decides.
         is_leader=(lambda: True) if args.once else (lambda: elector.is_leader),
-        before_patch=_stub_ignition_check(core),
+        before_patch=StubIgnitionChecks(core),
         on_pass=reporter,
         cloud=cloud,
     )
@@ -248,6 +248,7 @@ async def _run(args: argparse.Namespace) -> int:
         return await _serve(controller, queue, elector, args.concurrency)
     finally:
         queue.shutdown()
+        await controller.flush_events()
         if writer is not None:
             await writer.aclose()
         for informer in controller.informers.values():
@@ -389,24 +390,41 @@ class CloudChecks:
             self.verifier.close()
 
 
-def _stub_ignition_check(core: CoreV1Api) -> Any:
-    """Before a boot image patch: the user-data secret must hold Ignition spec 3 (SPEC section 3)."""
-    from .stub_ignition import StubOutcome, ensure_stub_ignition_v3
+class StubIgnitionChecks:
+    """Before a boot image patch: the user-data secret must hold Ignition spec 3 (SPEC section 3).
 
-    async def check(resource: MachineResource) -> Refusal | None:
+    Every worker MachineSet of a cluster usually shares one secret (`worker-user-data`): once it is
+    known to hold spec 3, it is not read again for `ttl` seconds, so a pass over 1,000 MachineSets
+    reads it once, not 1,000 times. A per-secret lock makes concurrent workers wait for one read.
+    """
+
+    def __init__(self, core: CoreV1Api, ttl: float = 60.0) -> None:
+        self.core = core
+        self.ttl = ttl
+        self._verified: dict[tuple[str, str], float] = {}
+        self._locks: dict[tuple[str, str], asyncio.Lock] = {}
+
+    async def __call__(self, resource: MachineResource) -> Refusal | None:
+        from .stub_ignition import StubOutcome, ensure_stub_ignition_v3
+
         spec = resource.provider_spec if isinstance(resource.provider_spec, Mapping) else {}
-        secret = (spec.get("userDataSecret") or {}).get("name") if isinstance(spec.get("userDataSecret"), Mapping) else None
+        ref = spec.get("userDataSecret")
+        secret = ref.get("name") if isinstance(ref, Mapping) else None
         if not secret:
             return None
-        result = await ensure_stub_ignition_v3(core, resource.namespace, secret, now=datetime.now(UTC))
-        if result.ok:
-            return None
+        key = (resource.namespace, str(secret))
+        async with self._locks.setdefault(key, asyncio.Lock()):
+            loop = asyncio.get_running_loop()
+            if loop.time() - self._verified.get(key, float("-inf")) < self.ttl:
+                return None
+            result = await ensure_stub_ignition_v3(self.core, resource.namespace, str(secret), now=datetime.now(UTC))
+            if result.ok:
+                self._verified[key] = loop.time()
+                return None
         # INVALID: missing secret or a config spec 3 cannot express (the admin must fix it);
         # FAILED: the API refused or kept failing (tried again when the MachineSet or an input changes).
         reason = Reason.USER_DATA_INVALID if result.outcome is StubOutcome.INVALID else Reason.PATCH_FAILED
         return Refusal(reason, result.message)
-
-    return check
 
 
 # ---- release-claims and rollback ----------------------------------------------------------------
