@@ -36,6 +36,10 @@ DEFAULT_QPS = 20.0
 DEFAULT_BURST = 40
 USER_AGENT = f"bootimage-controller/{__version__}"
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+# Total seconds for a request that sets no timeout of its own (watches and lists do). Without it
+# kubernetes_asyncio waits forever: one request on a connection that never answers (half-open after
+# a network partition, a wedged proxy) would hold a worker, and its MachineSet, for good.
+DEFAULT_REQUEST_TIMEOUT = 60.0
 
 _WRITE_VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch"}
 
@@ -100,6 +104,8 @@ class InstrumentedApiClient(ApiClient):
         _request_timeout: Any = None,
     ) -> Any:
         verb, resource = classify_request(method, url, query_params)
+        if _request_timeout is None:
+            _request_timeout = DEFAULT_REQUEST_TIMEOUT  # a timeout is retried like a broken connection
         if self.limiter is not None:
             await self.limiter.acquire()
         code = "error"

@@ -195,6 +195,7 @@ class Informer:
         self.last_error: str | None = None
         self.list_count = 0
         self._events_since_list = 0
+        self._events_applied = 0  # every watch event ever applied (bookmarks too): progress
         self._cache: dict[str, KubeObject] = {}
         self._handlers: list[_Handler] = []
         self._task: asyncio.Task[None] | None = None
@@ -297,6 +298,7 @@ class Informer:
         attempt = 0
         while not self._stopping:
             error: str | None = None
+            applied_before = self._events_applied
             try:
                 if need_list:
                     await self._relist()
@@ -325,6 +327,11 @@ class Informer:
             if error is None:
                 attempt = 0
                 continue
+            if self._events_applied > applied_before:
+                # The stream broke after delivering events (a proxy or load balancer cutting long
+                # connections): it was healthy, so reconnect promptly instead of escalating the
+                # backoff at every cut. Only new events count, so this cannot spin.
+                attempt = 0
             delay = self.backoff.delay(attempt)
             attempt += 1
             self._log.log(
@@ -448,6 +455,7 @@ class Informer:
             code = obj.get("code") if isinstance(obj, dict) else None
             raise ApiException(status=code or 500, reason=f"{obj.get('reason')}: {obj.get('message')}")
         self._events_since_list += 1
+        self._events_applied += 1
         rv = resource_version(obj)
         if kind == "BOOKMARK":
             if rv:

@@ -109,7 +109,10 @@ def moto_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 def moto_reset(url: str) -> None:
-    urllib.request.urlopen(urllib.request.Request(url + "/moto-api/reset", method="POST"), timeout=10).read()
+    # Not `urlopen`: its first call caches a process-wide opener with the proxy variables of that
+    # moment (the dead proxy of `no_internet`), which then breaks every later `urlopen` to loopback.
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    opener.open(urllib.request.Request(url + "/moto-api/reset", method="POST"), timeout=10).read()
 
 
 @pytest.fixture

@@ -186,7 +186,7 @@ class TestCluster:
 
     def _etcd_call(self, path: str, body: Mapping[str, object]) -> Any:
         req = urllib.request.Request(self.etcd_url + path, data=json.dumps(body).encode(), method="POST")
-        with urllib.request.urlopen(req, timeout=10) as resp:
+        with _loopback_open(req, timeout=10) as resp:
             return json.loads(resp.read())
 
 
@@ -428,7 +428,7 @@ def _kcm_args(binaries: Binaries, kubeconfig: Path) -> list[str]:
 def _wait_etcd(cluster: TestCluster) -> None:
     def healthy() -> bool:
         try:
-            with urllib.request.urlopen(cluster.etcd_url + "/health", timeout=2) as resp:
+            with _loopback_open(cluster.etcd_url + "/health", timeout=2) as resp:
                 return bool(json.loads(resp.read()).get("health") == "true")
         except (OSError, ValueError):
             return False
@@ -538,6 +538,16 @@ def _create_namespaces(cluster: TestCluster) -> None:
         cluster.request("POST", "/api/v1/namespaces", body)
 
 
+def _loopback_open(request: urllib.request.Request | str, timeout: float, context: ssl.SSLContext | None = None) -> Any:
+    """`urlopen` for the loopback control plane that ignores proxy settings: neither HTTP(S)_PROXY in
+    the environment nor urllib's cached global opener (built by whichever test called `urlopen`
+    first, with that test's fake proxy variables) may reroute 127.0.0.1."""
+    handlers: list[urllib.request.BaseHandler] = [urllib.request.ProxyHandler({})]
+    if context is not None:
+        handlers.append(urllib.request.HTTPSHandler(context=context))
+    return urllib.request.build_opener(*handlers).open(request, timeout=timeout)
+
+
 def _api_request(server: str, ca_file: Path, token: str, method: str, path: str, body: object | None) -> Any:
     data = None if body is None else json.dumps(body).encode()
     req = urllib.request.Request(server + path, data=data, method=method)
@@ -546,7 +556,7 @@ def _api_request(server: str, ca_file: Path, token: str, method: str, path: str,
     if data is not None:
         req.add_header("Content-Type", "application/json")
     context = ssl.create_default_context(cafile=str(ca_file))
-    with urllib.request.urlopen(req, timeout=10, context=context) as resp:
+    with _loopback_open(req, timeout=10, context=context) as resp:
         raw = resp.read().decode()
     try:
         return json.loads(raw)
