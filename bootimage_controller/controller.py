@@ -199,6 +199,7 @@ class Controller:
         # key -> the resourceVersion our last patch replaced (see `reconcile`).
         self._superseded: dict[str, str] = {}
         self._last_report = -math.inf
+        self._report_cost = 0.0
         # Our last boot image write per MachineSet uid: still counts a hot loop when a writer that
         # replaces the whole object (PUT of an old copy) wipes the persisted record with it.
         self._hot_loops: dict[str, HotLoopRecord] = {}
@@ -369,13 +370,17 @@ class Controller:
         self._enqueue(STATUS_KEY)
         # The status key waits behind every MachineSet queued before it: during a long pass report
         # progress from here too, at most once per progress interval.
-        if time.monotonic() - self._last_report >= self.options.progress_interval:
+        if time.monotonic() - self._last_report >= max(self.options.progress_interval, 10 * self._report_cost):
             self._report()
 
     def _report(self) -> None:
-        self._last_report = time.monotonic()
+        """Recompute status from every outcome. It runs on the event loop, so mid-pass reports are
+        spaced to at least ten times their own cost: at most a tenth of a long pass goes to them."""
+        started = time.monotonic()
         if self.on_pass is not None:
             self.on_pass(self)
+        self._last_report = time.monotonic()
+        self._report_cost = self._last_report - started
 
     def unplanned(self) -> list[tuple[str, str, str]]:
         """(kind, namespace, name) of the cached MachineSets not reconciled yet (pending in a pass)."""
@@ -565,7 +570,7 @@ class Controller:
         self._event_tasks.add(task)
         task.add_done_callback(self._event_tasks.discard)
 
-    async def flush_events(self, timeout: float = 10.0) -> None:
+    async def flush_events(self, timeout: float = 30.0) -> None:
         """Wait (bounded) for events still being written, before exiting."""
         if self._event_tasks:
             await asyncio.wait(set(self._event_tasks), timeout=timeout)

@@ -263,8 +263,8 @@ async def _once(controller: Controller, reporter: PassReporter, writer: StatusWr
     if not await controller.wait_synced(SYNC_TIMEOUT):
         log.error("caches did not sync", timeout=SYNC_TIMEOUT)
         return 1
-    keys: list[str] = []
-    controller.bind_queue(lambda key: keys.append(key) if key not in keys else None)
+    keys: dict[str, None] = {}  # ordered and de-duplicated
+    controller.bind_queue(lambda key: keys.setdefault(key))
     controller.enqueue_all()
     semaphore = asyncio.Semaphore(concurrency)
 

@@ -187,7 +187,9 @@ class EventRecorder:
         self._sleep = sleep
         self._spam = _SpamFilter(burst, refill_per_second, clock, cache_size)
         self._recent: OrderedDict[tuple[ObjectRef, str, str, str], _Recorded] = OrderedDict()
-        self._lock = asyncio.Lock()
+        # One lock per (object, type, reason, message) in flight: two repeats must not both create,
+        # while different events go out concurrently (a fleet-wide pass emits thousands).
+        self._inflight: dict[tuple[ObjectRef, str, str, str], tuple[asyncio.Lock, list[int]]] = {}
         self.created = 0
         self.aggregated = 0
         self.dropped = 0
@@ -206,23 +208,30 @@ class EventRecorder:
             log.warning("event dropped: unsupported type", type=type, reason=reason, object=ref.name)
             return
         message = message if len(message) <= MAX_EVENT_MESSAGE else message[: MAX_EVENT_MESSAGE - 3] + "..."
-        async with self._lock:  # one at a time: two repeats must not both create
-            if not self._spam.allow(ref):
-                self.dropped += 1
-                log.debug("event dropped by rate limit", kind=ref.kind, name=ref.name, reason=reason)
-                return
-            try:
+        if not self._spam.allow(ref):
+            self.dropped += 1
+            log.debug("event dropped by rate limit", kind=ref.kind, name=ref.name, reason=reason)
+            return
+        key = (ref, str(type), str(reason), message)
+        lock, users = self._inflight.setdefault(key, (asyncio.Lock(), [0]))
+        users[0] += 1
+        try:
+            async with lock:
                 await self._record(ref, str(type), str(reason), message)
-            except Exception as exc:
-                self.dropped += 1
-                log.warning(
-                    "event dropped",
-                    kind=ref.kind,
-                    namespace=ref.namespace,
-                    name=ref.name,
-                    reason=reason,
-                    error=describe(exc),
-                )
+        except Exception as exc:
+            self.dropped += 1
+            log.warning(
+                "event dropped",
+                kind=ref.kind,
+                namespace=ref.namespace,
+                name=ref.name,
+                reason=reason,
+                error=describe(exc),
+            )
+        finally:
+            users[0] -= 1
+            if users[0] == 0:
+                self._inflight.pop(key, None)
 
     async def _record(self, ref: ObjectRef, type_: str, reason: str, message: str) -> None:
         key = (ref, type_, reason, message)

@@ -365,7 +365,7 @@ class Informer:
             for item in page.get("items") or []:
                 item.setdefault("apiVersion", page.get("apiVersion"))
                 item.setdefault("kind", item_kind)
-                items.append(item)
+                items.append(_trim(item))
             meta = page.get("metadata") or {}
             rv = meta.get("resourceVersion")
             cont = meta.get("continue")
@@ -463,6 +463,7 @@ class Informer:
             return
         key = object_key(obj)
         if kind in ("ADDED", "MODIFIED"):
+            _trim(obj)
             old = self._cache.get(key)
             self._cache[key] = obj
             if old is None:
@@ -476,6 +477,15 @@ class Informer:
             self._log.warning("unknown watch event type", type=kind)
         if rv:
             self.resource_version = rv
+
+
+def _trim(obj: KubeObject) -> KubeObject:
+    """Drop `metadata.managedFields` from cached objects: server-side-apply bookkeeping that nothing
+    here reads, often a third of a MachineSet's size, held once per object for the cache's life."""
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        meta.pop("managedFields", None)
+    return obj
 
 
 def enqueue_keys(

@@ -147,15 +147,28 @@ def machineset_boot_image(
     if recorded is not None:
         if _is_rhcos(recorded):
             return BootImageRelease.rhcos(recorded.strip(), ReleaseSource.MACHINESET_RECORD)
-        log.warning("boot_image_release_annotation_ignored", annotation=ANNOTATION_RELEASE, value=recorded)
+        _warn_once("boot_image_release_annotation_ignored", recorded, annotation=ANNOTATION_RELEASE)
     source = _release_source(decision_release_source)
     if decision_current_release and source in IMAGE_SOURCES:
         if _is_rhcos(decision_current_release):
             return BootImageRelease.rhcos(decision_current_release.strip(), source)
-        log.warning("current_release_ignored", value=decision_current_release, source=str(source))
+        # e.g. an Azure marketplace image version (9.6.20251015): no RHCOS build id to judge.
+        _warn_once("current_release_ignored", decision_current_release, source=str(source))
     if aleph_min and _is_rhcos(aleph_min):
         return BootImageRelease.rhcos(aleph_min.strip(), ReleaseSource.ALEPH)
     return BootImageRelease.ocp(install_version, ReleaseSource.INSTALL_VERSION)
+
+
+_WARNED: set[tuple[str, str]] = set()
+
+
+def _warn_once(event: str, value: str, **fields: str) -> None:
+    """Status is recomputed every few seconds from every MachineSet: say each odd value once."""
+    if (event, value) in _WARNED:
+        return
+    if len(_WARNED) < 10_000:
+        _WARNED.add((event, value))
+    log.warning(event, value=value, **fields)
 
 
 def _release_source(value: str | None) -> ReleaseSource | None:

@@ -1,0 +1,518 @@
+"""The daemon on N stale MachineSets in a real API server, against a no-controller baseline.
+
+For each size N, on a dedicated loopback control plane (etcd + kube-apiserver with its default
+`--max-requests-inflight`/`--max-mutating-requests-inflight` and the watch cache on; no controller
+manager, so nothing else writes):
+
+1. create N stale MachineSets (the four fixtures the 4.22 data moves, cycled) with a bounded pool;
+2. baseline: list them and send the same JSON patches the daemon sends (claims.boot_image_patch:
+   resourceVersion test, boot image, owner reference, record annotations) with the same
+   concurrency and kubernetes_asyncio, no controller;
+3. recreate them stale; `run --once` in a subprocess: wall time, exit code, peak RSS (VmHWM), the
+   daemon's own request counters (dumped at exit by daemon_child.py);
+4. recreate them stale; the continuous daemon (`run`, leader election on) in a subprocess: time until
+   every MachineSet holds its target (read back from the API server), /proc VmHWM, /metrics; then an
+   idle window in which every create/update/patch/delete is counted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Final
+
+import aiohttp
+from daemon_child import PROFILE_ENV
+from fleet import REPO, STALE_FIXTURES, PlanInputs, plan, plan_inputs, reached_target
+from harness.cluster import TestCluster, start_test_cluster
+from harness.objects import (
+    api_client_for,
+    apply,
+    bootimages_configmap,
+    cluster_version,
+    infrastructure,
+    kube_request,
+    machine_configuration,
+    machineset_from_fixture,
+)
+from integration.daemon_helpers import user_data_secret
+from kubernetes_asyncio.client import ApiClient, CustomObjectsApi
+from kubernetes_asyncio.client.exceptions import ApiException
+from profiling import ProfileRow, load, top_functions
+from prometheus_client.parser import text_string_to_metric_families
+
+from bootimage_controller.claims import (
+    HotLoopRecord,
+    boot_image_patch,
+    record_annotations,
+    target_fingerprint,
+)
+from bootimage_controller.constants import (
+    MACHINE_API_GROUP,
+    MACHINESET_PLURAL,
+    MACHINESET_VERSION,
+    MAPI_NAMESPACE,
+    MCO_NAMESPACE,
+    METRIC_API_REQUESTS,
+    METRIC_PATCHES,
+)
+from bootimage_controller.model import BootImageDecision
+
+CHILD: Final = Path(__file__).resolve().parent / "daemon_child.py"
+MACHINESETS_PATH: Final = f"/apis/{MACHINE_API_GROUP}/{MACHINESET_VERSION}/namespaces/{MAPI_NAMESPACE}/{MACHINESET_PLURAL}"
+JSON_PATCH: Final = "application/json-patch+json"
+CREATE_CONCURRENCY: Final = 32
+WRITE_VERBS: Final = frozenset({"create", "update", "patch", "delete", "deletecollection"})
+SETTLE_SECONDS: Final = 5.0  # after convergence, before the idle window (status writes are batched per second)
+POLL_SECONDS: Final = 0.2
+RUN_TIMEOUT: Final = 1800.0
+FAKE_HOLDER_UID: Final = "00000000-0000-4000-8000-000000000000"  # the baseline claims a holder that never existed
+
+
+# ---- the daemon's request counters -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Counters:
+    """`bootimage_controller_api_requests_total` by (verb, resource, code), and patches by result."""
+
+    requests: Mapping[tuple[str, str, str], float] = field(default_factory=dict)
+    patches: Mapping[str, float] = field(default_factory=dict)
+
+    @classmethod
+    def from_samples(cls, samples: Iterable[tuple[str, Mapping[str, str], float]]) -> Counters:
+        requests: dict[tuple[str, str, str], float] = {}
+        patches: dict[str, float] = {}
+        for name, labels, value in samples:
+            if name == f"{METRIC_API_REQUESTS}_total":
+                key = (labels.get("verb", ""), labels.get("resource", ""), labels.get("code", ""))
+                requests[key] = requests.get(key, 0.0) + value
+            elif name == f"{METRIC_PATCHES}_total":
+                patches[labels.get("result", "")] = patches.get(labels.get("result", ""), 0.0) + value
+        return cls(requests, patches)
+
+    @classmethod
+    def from_text(cls, text: str) -> Counters:
+        return cls.from_samples(
+            (s.name, s.labels, s.value) for family in text_string_to_metric_families(text) for s in family.samples
+        )
+
+    @classmethod
+    def from_dump(cls, doc: Mapping[str, Any]) -> Counters:
+        return cls.from_samples((s["name"], s["labels"], s["value"]) for s in doc["samples"])
+
+    def minus(self, earlier: Counters) -> Counters:
+        return Counters(
+            {k: v - earlier.requests.get(k, 0.0) for k, v in self.requests.items() if v - earlier.requests.get(k, 0.0)},
+            {k: v - earlier.patches.get(k, 0.0) for k, v in self.patches.items() if v - earlier.patches.get(k, 0.0)},
+        )
+
+    def count(self, keep: Callable[[str, str, str], bool] = lambda v, r, c: True) -> int:
+        return int(sum(n for (verb, resource, code), n in self.requests.items() if keep(verb, resource, code)))
+
+    def by_verb(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for (verb, _resource, _code), n in self.requests.items():
+            out[verb] = out.get(verb, 0) + int(n)
+        return dict(sorted(out.items()))
+
+    def by_verb_resource(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for (verb, resource, _code), n in self.requests.items():
+            key = f"{verb} {resource or '(discovery)'}"
+            out[key] = out.get(key, 0) + int(n)
+        return dict(sorted(out.items()))
+
+    def machineset_writes(self) -> int:
+        return self.count(lambda v, r, c: v in WRITE_VERBS and r == MACHINESET_PLURAL)
+
+    def status_writes(self) -> int:
+        return self.count(lambda v, r, c: v in WRITE_VERBS and (r.endswith("/status") or r == "clusteroperators"))
+
+    def writes_except_leases(self) -> int:
+        return self.count(lambda v, r, c: v in WRITE_VERBS and r != "leases")
+
+    def lease_writes(self) -> int:
+        return self.count(lambda v, r, c: v in WRITE_VERBS and r == "leases")
+
+    def errors(self) -> int:
+        return self.count(lambda v, r, c: not c.startswith("2"))
+
+
+# ---- results ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OnceResult:
+    exit_code: int
+    wall_seconds: float  # process start to exit
+    command_seconds: float  # the command itself (imports excluded): what the baseline is compared with
+    peak_rss_kb: int  # the daemon's own VmHWM at exit
+    counters: Counters
+    converged: int  # MachineSets at their target afterwards
+
+
+@dataclass(frozen=True)
+class ContinuousResult:
+    ready_seconds: float  # process start to /readyz 200
+    converge_seconds: float  # process start to every MachineSet at its target
+    command_seconds: float  # command start (imports excluded) to convergence
+    peak_hwm_kb: int  # /proc VmHWM, sampled until the daemon is told to stop
+    peak_rss_exit_kb: int  # its own VmHWM at exit (shutdown included)
+    counters: Counters  # from start to convergence
+    idle_seconds: float
+    idle: Counters  # during the idle window
+    exit_code: int
+
+
+@dataclass(frozen=True)
+class DaemonProfile:
+    """Where the continuous daemon's time went (a separate run under cProfile: slower than the others)."""
+
+    converge_seconds: float
+    ours_cumulative: list[ProfileRow]
+    own_time: list[ProfileRow]
+
+
+@dataclass(frozen=True)
+class SizeResult:
+    n: int
+    concurrency: int
+    qps: str
+    create_seconds: float
+    baseline_seconds: float
+    baseline_errors: int
+    once: OnceResult
+    continuous: ContinuousResult
+    profile: DaemonProfile | None = None
+
+
+# ---- cluster set-up ------------------------------------------------------------------------------------
+
+
+def stale_fleet(n: int) -> list[dict[str, Any]]:
+    return [machineset_from_fixture(STALE_FIXTURES[i % len(STALE_FIXTURES)], f"bench-{i:05d}") for i in range(n)]
+
+
+async def setup_cluster(api: ApiClient) -> None:
+    await apply(api, infrastructure("AWS"))
+    await apply(api, cluster_version())
+    await apply(api, machine_configuration())
+    await apply(api, bootimages_configmap("coreos-bootimages-4.22-multistream.yaml"))
+    # The installer's stub of 4.6 and later: spec 3, so the stub-Ignition check only reads it.
+    await apply(api, user_data_secret(version="3.2.0"))
+
+
+async def bounded(concurrency: int, jobs: Iterable[Callable[[], Any]]) -> list[Any]:
+    semaphore = asyncio.Semaphore(concurrency)
+
+    async def one(job: Callable[[], Any]) -> Any:
+        async with semaphore:
+            return await job()
+
+    return await asyncio.gather(*(one(j) for j in jobs))
+
+
+async def create_fleet(api: ApiClient, fleet: list[dict[str, Any]]) -> float:
+    started = time.monotonic()
+    await bounded(
+        CREATE_CONCURRENCY,
+        (lambda obj=obj: kube_request(api, "POST", MACHINESETS_PATH, obj) for obj in fleet),  # type: ignore[misc]
+    )
+    return time.monotonic() - started
+
+
+async def delete_fleet(api: ApiClient) -> None:
+    """Delete every MachineSet and wait until they are gone.
+
+    A deletecollection of thousands of objects can outlast the server's request timeout (500
+    "context deadline exceeded") while the deletion goes on; then ask again.
+    """
+    deadline = time.monotonic() + RUN_TIMEOUT
+    while (await kube_request(api, "GET", MACHINESETS_PATH, query=[("limit", "1")]))["items"]:
+        if time.monotonic() > deadline:
+            raise TimeoutError("MachineSets still present after deleting them")
+        try:
+            await kube_request(api, "DELETE", MACHINESETS_PATH)
+        except ApiException as exc:
+            if exc.status < 500:
+                raise
+        await asyncio.sleep(0.2)
+
+
+async def converged_count(api: ApiClient, decisions: Mapping[str, BootImageDecision]) -> int:
+    items = (await kube_request(api, "GET", MACHINESETS_PATH))["items"]
+    return sum(1 for obj in items if reached_target(obj, decisions[obj["metadata"]["name"]]))
+
+
+# ---- the baseline ----------------------------------------------------------------------------------------
+
+
+def baseline_patch(obj: dict[str, Any], inputs: PlanInputs) -> list[dict[str, Any]]:
+    decision = plan(obj, inputs)
+    annotations = record_annotations(decision, HotLoopRecord(target_fingerprint(decision), 1), datetime.now(UTC))
+    return boot_image_patch(obj, decision.changes, annotations, FAKE_HOLDER_UID)
+
+
+async def run_baseline(api: ApiClient, inputs: PlanInputs, concurrency: int) -> tuple[float, int]:
+    """Seconds for one list plus N JSON patches (planning excluded), and how many patches failed."""
+    custom: Any = CustomObjectsApi(api)
+    started = time.monotonic()
+    listed = await custom.list_namespaced_custom_object(MACHINE_API_GROUP, MACHINESET_VERSION, MAPI_NAMESPACE, MACHINESET_PLURAL)
+    listed_at = time.monotonic()
+    patches = [(obj["metadata"]["name"], baseline_patch(obj, inputs)) for obj in listed["items"]]
+    planned_at = time.monotonic()
+
+    async def send(name: str, ops: list[dict[str, Any]]) -> bool:
+        try:
+            await custom.patch_namespaced_custom_object(
+                MACHINE_API_GROUP, MACHINESET_VERSION, MAPI_NAMESPACE, MACHINESET_PLURAL, name, ops,
+                _content_type=JSON_PATCH,
+            )
+        except Exception:  # counted, not raised: the comparison needs every figure
+            return False
+        return True
+
+    results = await bounded(concurrency, (lambda n=n, o=o: send(n, o) for n, o in patches))  # type: ignore[misc]
+    finished = time.monotonic()
+    return (listed_at - started) + (finished - planned_at), sum(1 for ok in results if not ok)
+
+
+# ---- daemon subprocesses ---------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def memory_kb(pid: int, key: str = "VmHWM") -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(f"{key}:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+@dataclass
+class Daemon:
+    proc: subprocess.Popen[bytes]
+    dump: Path
+    started: float  # time.time() at launch
+    port: int
+    peak_hwm_kb: int = 0
+
+    @classmethod
+    def launch(cls, cluster: TestCluster, workdir: Path, name: str, *extra: str, profile: Path | None = None) -> Daemon:
+        dump = workdir / f"{name}-metrics.json"
+        port = free_port()
+        argv = [
+            sys.executable, str(CHILD), str(dump),
+            "run", "--kubeconfig", str(cluster.kubeconfig), "--log-format", "json",
+            "--health-addr", f"127.0.0.1:{port}", "--metrics-addr", f"127.0.0.1:{port}", *extra,
+        ]
+        env = {**os.environ, "POD_NAME": f"bench-{name}", "POD_NAMESPACE": MCO_NAMESPACE}
+        if profile is not None:
+            env[PROFILE_ENV] = str(profile)
+        log = (workdir / f"{name}.log").open("wb")
+        started = time.time()
+        proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
+        log.close()
+        return cls(proc, dump, started, port)
+
+    def sample_memory(self) -> None:
+        self.peak_hwm_kb = max(self.peak_hwm_kb, memory_kb(self.proc.pid))
+
+    def command_started(self) -> float:
+        marker = self.dump.with_name(self.dump.name + ".started")
+        return float(json.loads(marker.read_text())["main_started"]) if marker.exists() else self.started
+
+    async def wait(self) -> int:
+        return await asyncio.to_thread(self.proc.wait)
+
+    def own_peak_rss_kb(self) -> int:
+        """VmHWM the daemon read from /proc/self at exit (see daemon_child.own_peak_rss_kb)."""
+        return int(json.loads(self.dump.read_text()).get("vmhwm_kb", 0)) if self.dump.exists() else 0
+
+    async def stop(self) -> int:
+        with contextlib.suppress(ProcessLookupError):
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return await asyncio.wait_for(self.wait(), 60)
+        except TimeoutError:
+            self.proc.kill()
+            return await self.wait()
+
+    async def get(self, session: aiohttp.ClientSession, path: str) -> tuple[int, str]:
+        try:
+            async with session.get(f"http://127.0.0.1:{self.port}{path}") as resp:
+                return resp.status, await resp.text()
+        except aiohttp.ClientError:
+            return 0, ""
+
+    async def counters(self, session: aiohttp.ClientSession) -> Counters:
+        status, text = await self.get(session, "/metrics")
+        if status != 200:
+            raise RuntimeError(f"daemon /metrics answered {status}")
+        return Counters.from_text(text)
+
+
+async def run_once(
+    cluster: TestCluster, workdir: Path, api: ApiClient, decisions: Mapping[str, BootImageDecision], extra: list[str]
+) -> OnceResult:
+    daemon = Daemon.launch(cluster, workdir, "once", "--once", *extra)
+    code = await asyncio.wait_for(daemon.wait(), RUN_TIMEOUT)
+    finished = time.time()
+    doc = json.loads(daemon.dump.read_text())
+    return OnceResult(
+        exit_code=code,
+        wall_seconds=finished - daemon.started,
+        command_seconds=float(doc["main_finished"]) - float(doc["main_started"]),
+        peak_rss_kb=int(doc.get("vmhwm_kb", 0)),
+        counters=Counters.from_dump(doc),
+        converged=await converged_count(api, decisions),
+    )
+
+
+async def run_continuous(
+    cluster: TestCluster,
+    workdir: Path,
+    api: ApiClient,
+    decisions: Mapping[str, BootImageDecision],
+    extra: list[str],
+    idle_seconds: float,
+    profile: Path | None = None,
+) -> ContinuousResult:
+    name = "continuous-profiled" if profile else "continuous"
+    daemon = Daemon.launch(cluster, workdir, name, *extra, profile=profile)
+    n = len(decisions)
+    try:
+        async with aiohttp.ClientSession() as session:
+            ready = await _until(daemon, lambda: _ready(daemon, session), "ready")
+            converged_at = await _until(daemon, lambda: _converged(daemon, session, api, decisions, n), "converged")
+            at_convergence = await daemon.counters(session)
+            await _sleep_sampling(daemon, SETTLE_SECONDS)
+            idle_start = await daemon.counters(session)
+            await _sleep_sampling(daemon, idle_seconds)
+            idle_end = await daemon.counters(session)
+        code = await daemon.stop()
+    finally:
+        if daemon.proc.returncode is None:
+            daemon.proc.kill()
+            await daemon.wait()
+    return ContinuousResult(
+        ready_seconds=ready - daemon.started,
+        converge_seconds=converged_at - daemon.started,
+        command_seconds=converged_at - daemon.command_started(),
+        peak_hwm_kb=daemon.peak_hwm_kb,
+        peak_rss_exit_kb=daemon.own_peak_rss_kb(),
+        counters=at_convergence,
+        idle_seconds=idle_seconds,
+        idle=idle_end.minus(idle_start),
+        exit_code=code,
+    )
+
+
+async def _ready(daemon: Daemon, session: aiohttp.ClientSession) -> bool:
+    status, _ = await daemon.get(session, "/readyz")
+    return status == 200
+
+
+async def _converged(
+    daemon: Daemon,
+    session: aiohttp.ClientSession,
+    api: ApiClient,
+    decisions: Mapping[str, BootImageDecision],
+    n: int,
+) -> bool:
+    # The daemon's counter is a cheap signal; the API server's objects are the proof.
+    status, text = await daemon.get(session, "/metrics")
+    if status != 200 or Counters.from_text(text).patches.get("applied", 0.0) < n:
+        return False
+    return await converged_count(api, decisions) == n
+
+
+async def _until(daemon: Daemon, check: Callable[[], Any], what: str) -> float:
+    deadline = time.monotonic() + RUN_TIMEOUT
+    while time.monotonic() < deadline:
+        daemon.sample_memory()
+        if daemon.proc.poll() is not None:
+            raise RuntimeError(f"the daemon exited ({daemon.proc.returncode}) before it was {what}")
+        if await check():
+            return time.time()
+        await asyncio.sleep(POLL_SECONDS)
+    raise TimeoutError(f"the daemon was not {what} after {RUN_TIMEOUT:.0f}s")
+
+
+async def _sleep_sampling(daemon: Daemon, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while (left := deadline - time.monotonic()) > 0:
+        daemon.sample_memory()
+        await asyncio.sleep(min(0.5, left))
+    daemon.sample_memory()
+
+
+# ---- one size ------------------------------------------------------------------------------------------
+
+
+async def bench_size(
+    n: int, workdir: Path, *, concurrency: int, qps: str, idle_seconds: float, profile: bool = False
+) -> SizeResult:
+    workdir.mkdir(parents=True, exist_ok=True)
+    cluster = await asyncio.to_thread(start_test_cluster, workdir / "cluster", with_controller_manager=False)
+    extra = ["--concurrency", str(concurrency), "--qps", qps]
+    try:
+        async with await api_client_for(cluster.kubeconfig) as api:
+            await setup_cluster(api)
+            inputs = plan_inputs("AWS")
+            fleet = stale_fleet(n)
+            decisions = {obj["metadata"]["name"]: plan(obj, inputs) for obj in fleet}
+            create_seconds = await create_fleet(api, fleet)
+            baseline_seconds, baseline_errors = await run_baseline(api, inputs, concurrency)
+            if await converged_count(api, decisions) != n - baseline_errors:
+                raise RuntimeError("the baseline's patches did not all land")
+            await delete_fleet(api)
+            await create_fleet(api, fleet)
+            once = await run_once(cluster, workdir, api, decisions, extra)
+            await delete_fleet(api)
+            await create_fleet(api, fleet)
+            continuous = await run_continuous(cluster, workdir, api, decisions, extra, idle_seconds)
+            profiled = await _profiled_run(cluster, workdir, api, fleet, decisions, extra) if profile else None
+    finally:
+        await asyncio.to_thread(cluster.stop)
+    return SizeResult(n, concurrency, qps, create_seconds, baseline_seconds, baseline_errors, once, continuous, profiled)
+
+
+async def _profiled_run(
+    cluster: TestCluster,
+    workdir: Path,
+    api: ApiClient,
+    fleet: list[dict[str, Any]],
+    decisions: Mapping[str, BootImageDecision],
+    extra: list[str],
+) -> DaemonProfile:
+    await delete_fleet(api)
+    await create_fleet(api, fleet)
+    stats_file = workdir / "continuous.pstats"
+    result = await run_continuous(cluster, workdir, api, decisions, extra, 1.0, profile=stats_file)
+    stats = load(str(stats_file))
+    return DaemonProfile(
+        result.command_seconds,
+        top_functions(stats, 25, by="cumulative", package_only=True),
+        top_functions(stats, 15, by="own"),
+    )

@@ -1,0 +1,75 @@
+"""Runs `bootimage-controller` in this process and dumps its metrics when it exits.
+
+    python benchmarks/daemon_child.py OUT.json run --kubeconfig K ...
+
+A subprocess keeps the daemon's memory (peak RSS) apart from the benchmark's own, and the dump
+gives the daemon's own `bootimage_controller_*` counters even after `run --once` has exited.
+With `BOOTIMAGE_BENCH_PROFILE=FILE` in the environment the command runs under cProfile and the
+statistics go to FILE (pstats format). `OUT.json` gets `{"main_started": <epoch s>, "main_finished": <epoch s>, "exit": code,
+"vmhwm_kb": <peak RSS>, "samples": [{"name", "labels", "value"}, ...]}`; `OUT.json.started` is written as soon as the
+command starts (after the imports), so the parent can tell interpreter start-up apart.
+"""
+
+from __future__ import annotations
+
+import cProfile
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+PROFILE_ENV = "BOOTIMAGE_BENCH_PROFILE"
+sys.path.insert(0, str(REPO))
+
+from bootimage_controller import daemon as _daemon  # noqa: E402,F401  (imported before the clock starts)
+from bootimage_controller import observability  # noqa: E402
+from bootimage_controller.cli import main  # noqa: E402
+
+
+def own_peak_rss_kb() -> int:
+    """This process's VmHWM. Not the parent's `ru_maxrss` from wait4: Linux folds the RSS of the
+    forked (or vforked) copy of the parent into it at exec, so it reports the parent's size."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    return 0
+
+
+def samples() -> list[dict[str, Any]]:
+    out = []
+    for metric in observability.REGISTRY.collect():
+        for sample in metric.samples:
+            out.append({"name": sample.name, "labels": dict(sample.labels), "value": sample.value})
+    return out
+
+
+def run(out: Path, argv: list[str]) -> int:
+    started = time.time()
+    out.with_name(out.name + ".started").write_text(json.dumps({"main_started": started}))
+    code = 1
+    profile_to = os.environ.get(PROFILE_ENV)
+    profiler = cProfile.Profile() if profile_to else None
+    try:
+        if profiler is not None:
+            profiler.enable()
+        code = main(argv)
+    finally:
+        if profiler is not None and profile_to:
+            profiler.disable()
+            profiler.dump_stats(profile_to)
+        doc = {
+            "main_started": started,
+            "main_finished": time.time(),
+            "exit": code,
+            "vmhwm_kb": own_peak_rss_kb(),
+            "samples": samples(),
+        }
+        out.write_text(json.dumps(doc))
+    return code
+
+
+if __name__ == "__main__":
+    raise SystemExit(run(Path(sys.argv[1]), sys.argv[2:]))
