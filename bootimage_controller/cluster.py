@@ -13,7 +13,6 @@ from typing import Any
 
 from .cloud.facts import CloudFacts
 from .constants import (
-    ANNOTATION_ALEPH_VERSION,
     CONTROL_PLANE_NODE_LABELS,
     KUBE_TO_RPM_ARCH,
     LABEL_ARCH,
@@ -75,17 +74,6 @@ def normalise_arch(value: str) -> str | None:
     if value in RPM_ARCHES:
         return value
     return KUBE_TO_RPM_ARCH.get(value)
-
-
-def aleph_versions(nodes: Iterable[Mapping[str, Any]]) -> list[str]:
-    out = []
-    for node in nodes:
-        if not is_control_plane_node(node):
-            continue
-        value = ((node.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_ALEPH_VERSION)
-        if isinstance(value, str) and value:
-            out.append(value)
-    return out
 
 
 def is_multi_arch(cluster_version: Mapping[str, Any] | None) -> bool:

@@ -553,12 +553,6 @@ class Controller:
         ):
             await self.writer.ensure_holder()  # restores the finalizer
 
-    def _machines(self) -> list[dict[str, Any]]:
-        return self.informers[MACHINESET_KIND].list() + self.informers[CPMS_KIND].list()
-
-    async def _fresh_machines(self) -> list[dict[str, Any]]:
-        return await fresh_machines(self.custom)
-
     async def _emit_events(
         self, obj: dict[str, Any], previous: MachineSetState | None, state: MachineSetState
     ) -> None:

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..cluster import ClusterObjects, aleph_versions, control_plane_topology, platform_of
+from ..cluster import ClusterObjects, control_plane_topology, is_control_plane_node, platform_of
 from ..constants import LABEL_OSSTREAM, MACHINESET_KIND, Action, Reason
 from ..enrollment import Enrollment, SelectionMode
 from ..golden import GoldenBootImages
@@ -75,7 +75,7 @@ def assess_skew(
             configmap_release_version=golden.release_version if golden else None,
             install_version=install_version,
         )
-    aleph = min_aleph(_annotations(n) for n in cluster.nodes if aleph_versions([n]))
+    aleph = min_aleph(_annotations(n) for n in cluster.nodes if is_control_plane_node(n))
     inputs = [
         _skew_input(_evidence(decision, obj, golden, facts), obj, aleph, install_version)
         for decision, obj in machines
