@@ -125,20 +125,6 @@ class ListWatch:
         return cls("configmaps", core.list_namespaced_config_map, (namespace,), label_selector, fields)
 
     @classmethod
-    def secrets(
-        cls,
-        api: Any,
-        namespace: str,
-        *,
-        name: str | None = None,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
-    ) -> ListWatch:
-        core = CoreV1Api(api)
-        fields = _name_selector(name, field_selector)
-        return cls("secrets", core.list_namespaced_secret, (namespace,), label_selector, fields)
-
-    @classmethod
     def nodes(
         cls,
         api: Any,
