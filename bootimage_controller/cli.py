@@ -388,18 +388,13 @@ def _cloud_verify(
 async def _verify_rounds(
     verifier: Any, prepared: PreparedPlan, decisions: list[BootImageDecision]
 ) -> tuple[PreparedPlan, list[BootImageDecision]]:
-    """Round 1: every current and target image. Round 2, only when EC2 named Marketplace AMIs:
-    their product listings (the product id is known only from the AMI name EC2 returned)."""
+    """Ask the clouds about the images the offline plan names, then plan again with the answers."""
     from dataclasses import replace
 
     from . import plan_inputs
-    from .cloud import queries
+    from .cloud.queries import verify_decisions
 
-    keys = queries.image_queries(decisions)
-    facts = await verifier.verify(keys)
-    market = queries.marketplace_queries(facts)
-    if market:
-        facts = await verifier.verify(keys, market)
+    facts = await verify_decisions(verifier, decisions)
     cloud_facts = replace(prepared.facts, cloud=facts, cloud_platforms=frozenset(str(p) for p in verifier.platforms))
     prepared = replace(prepared, facts=cloud_facts)
     return prepared, plan_inputs.run_planner(prepared)

@@ -370,20 +370,13 @@ class CloudChecks:
             self._loaded_at = now
 
     async def __call__(self, decision: Any) -> tuple[Any, frozenset[str]] | None:
-        from .cloud.queries import image_queries, marketplace_queries
+        from .cloud.queries import image_queries, verify_decisions
 
         await self._refresh()
         platforms = frozenset(str(p) for p in self.verifier.platforms)
-        if decision.platform not in platforms:
+        if decision.platform not in platforms or not image_queries([decision]):
             return None
-        keys = image_queries([decision])
-        if not keys:
-            return None
-        facts = await self.verifier.verify(keys)
-        market = marketplace_queries(facts)
-        if market:
-            facts = await self.verifier.verify(keys, market)
-        return facts, platforms
+        return await verify_decisions(self.verifier, [decision]), platforms
 
     def close(self) -> None:
         if self.verifier is not None:

@@ -54,3 +54,15 @@ def marketplace_queries(facts: CloudFacts) -> list[tuple[str, str]]:
             if product:
                 out.append((key.location, product))
     return list(dict.fromkeys(out))
+
+
+async def verify_decisions(verifier: Any, decisions: Iterable[BootImageDecision]) -> CloudFacts:
+    """Ask the clouds about every image the decisions name. Round 1: current and target images.
+    Round 2, only when EC2 named Marketplace AMIs: their product listings (the product id is known
+    only from the AMI name EC2 returned). `verifier` is a `cloud.verifier.CloudVerifier`."""
+    keys = image_queries(decisions)
+    facts: CloudFacts = await verifier.verify(keys)
+    market = marketplace_queries(facts)
+    if market:
+        facts = await verifier.verify(keys, market)
+    return facts
