@@ -12,6 +12,9 @@
 - No credential value reaches a log line or a message: credential objects print only their
   source, messages are scrubbed of every secret value known, and the SDK loggers that dump
   request headers or STS responses at DEBUG are held at INFO.
+- A platform's SDK is imported only once it has credentials: boto3, the Azure and the Google
+  libraries together weigh about 25 MiB and a quarter of a second, which a cluster on one cloud
+  (or with no credentials at all) should not pay for the other two.
 """
 
 from __future__ import annotations
@@ -22,16 +25,13 @@ import logging
 import re
 import time
 from collections.abc import Callable, Hashable, Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import structlog
 
 from ..constants import MAPI_NAMESPACE, Platform
 from ..errors import InputError
-from . import aws as aws_mod
-from . import azure as azure_mod
-from . import gcp as gcp_mod
 from .cache import Clock, TtlCache
 from .credentials import (
     CREDENTIALS_SECRETS,
@@ -44,6 +44,11 @@ from .credentials import (
     platform_of,
 )
 from .facts import CloudFacts, CloudImage, ImageKey, MarketplaceCandidates
+
+if TYPE_CHECKING:
+    from . import aws as aws_mod
+    from . import azure as azure_mod
+    from . import gcp as gcp_mod
 
 log = structlog.get_logger(__name__)
 
@@ -74,21 +79,24 @@ def quiet_sdk_loggers() -> None:
 
 @dataclass(frozen=True)
 class VerifierSettings:
+    """Timeouts and limits; a platform's options left None take that module's defaults."""
+
     call_timeout: float = 30.0  # seconds, one lookup including the SDK's own retries
     concurrency: int = 8
     cache_ttl: float = 300.0
-    aws: aws_mod.AwsOptions = field(default_factory=aws_mod.AwsOptions)
-    gcp: gcp_mod.GcpOptions = field(default_factory=gcp_mod.GcpOptions)
-    azure: azure_mod.AzureOptions = field(default_factory=azure_mod.AzureOptions)
+    aws: aws_mod.AwsOptions | None = None
+    gcp: gcp_mod.GcpOptions | None = None
+    azure: azure_mod.AzureOptions | None = None
 
 
 @dataclass(frozen=True)
 class ClientFactories:
-    """Seams for tests: how each platform's SDK client (or boto3 session) is built."""
+    """Seams for tests: how each platform's SDK client (or boto3 session) is built (None: the
+    module's own `make_session` / `make_client`)."""
 
-    aws_session: aws_mod.SessionFactory = aws_mod.make_session
-    gcp: gcp_mod.ClientFactory = gcp_mod.make_client
-    azure: azure_mod.ClientFactory = azure_mod.make_client
+    aws_session: aws_mod.SessionFactory | None = None
+    gcp: gcp_mod.ClientFactory | None = None
+    azure: azure_mod.ClientFactory | None = None
 
 
 @dataclass(frozen=True)
@@ -119,8 +127,8 @@ class CloudVerifier:
         quiet_sdk_loggers()
         self._settings = settings or VerifierSettings()
         self._factories = factories or ClientFactories()
-        self._gcp_endpoint = gcp_mod.resolve_endpoint(gcp_endpoint)
-        self._azure_endpoint = azure_mod.resolve_endpoint(azure_endpoint)
+        self._gcp_endpoint = gcp_endpoint  # resolved (flag, then environment) by the platform module
+        self._azure_endpoint = azure_endpoint
         self._cache: TtlCache[Hashable, Any] = TtlCache(self._settings.cache_ttl, clock)
         self._inflight: dict[Hashable, asyncio.Future[tuple[Any, str | None]]] = {}
         self._sem: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
@@ -203,16 +211,24 @@ class CloudVerifier:
         s, f = self._settings, self._factories
         if isinstance(creds, AwsCredentials):
             if self._aws is None:
-                self._aws = aws_mod.AwsImages(creds, s.aws, f.aws_session)
+                from . import aws
+
+                self._aws = aws.AwsImages(creds, s.aws or aws.AwsOptions(), f.aws_session or aws.make_session)
                 return True
             return self._aws.set_credentials(creds)
         if isinstance(creds, GcpCredentials):
             if self._gcp is None:
-                self._gcp = gcp_mod.GcpImages(creds, self._gcp_endpoint, s.gcp, f.gcp)
+                from . import gcp
+
+                self._gcp = gcp.GcpImages(creds, self._gcp_endpoint, s.gcp or gcp.GcpOptions(), f.gcp or gcp.make_client)
                 return True
             return self._gcp.set_credentials(creds)
         if self._azure is None:
-            self._azure = azure_mod.AzureImages(creds, self._azure_endpoint, s.azure, f.azure)
+            from . import azure
+
+            self._azure = azure.AzureImages(
+                creds, self._azure_endpoint, s.azure or azure.AzureOptions(), f.azure or azure.make_client
+            )
             return True
         return self._azure.set_credentials(creds)
 

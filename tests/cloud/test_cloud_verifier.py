@@ -7,6 +7,8 @@ import dataclasses
 import io
 import json
 import logging
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -210,3 +212,37 @@ async def test_missing_credentials_line_survives_the_daemon_log_redaction() -> N
     (line,) = [entry for entry in lines if entry["event"].startswith("cloud credentials missing")]
     assert line["secret_name"] == "openshift-machine-api/aws-cloud-credentials"
     assert line["platform"] == "AWS" and line["level"] == "info"
+
+
+def _sdks_imported(setup: str) -> list[str]:
+    """Which cloud SDKs a fresh interpreter has imported after `setup` (a verifier built from
+    Secrets, then the daemon's module imported, as a running daemon has them)."""
+    code = f"""
+import base64, sys
+from bootimage_controller import daemon  # noqa: F401  (everything the daemon imports at start-up)
+from bootimage_controller.cloud.verifier import CloudVerifier
+def secret(data):
+    return {{"metadata": {{"name": "s", "resourceVersion": "1"}},
+            "data": {{k: base64.b64encode(v.encode()).decode() for k, v in data.items()}}}}
+{setup}
+print("SDKS=" + ",".join(m for m in ("boto3", "botocore", "google.auth", "google.cloud.compute_v1", "azure.core",
+                            "azure.mgmt.compute") if m in sys.modules))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    line = next(line for line in out.splitlines() if line.startswith("SDKS="))  # logs print too
+    return [m for m in line.removeprefix("SDKS=").split(",") if m]
+
+
+def test_no_cloud_sdk_is_imported_without_credentials() -> None:
+    # 25 MiB and a quarter of a second at the first reconcile, for nothing, on every cluster.
+    assert _sdks_imported("CloudVerifier.from_secrets({'AWS': None, 'GCP': None, 'Azure': None})") == []
+
+
+def test_credentials_import_only_their_own_platforms_sdk() -> None:
+    imported = _sdks_imported(
+        "v = CloudVerifier.from_secrets({'AWS': secret({'aws_access_key_id': 'AKIAX', "
+        "'aws_secret_access_key': 'y' * 40}), 'GCP': None, 'Azure': None})\n"
+        "assert v.platforms == {'AWS'}, v.platforms"
+    )
+    assert "boto3" in imported
+    assert not [m for m in imported if m.startswith(("google", "azure"))]
