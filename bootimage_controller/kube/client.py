@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -196,10 +197,10 @@ async def raise_for_status(resp: Any) -> None:
     raise exc
 
 
-async def read_json(resp: Any) -> Any:
+async def read_json(resp: Any, loads: Callable[[bytes], Any] = json.loads) -> Any:
     """The JSON body of a raw response (`_preload_content=False`), after `raise_for_status`."""
     try:
         await raise_for_status(resp)
-        return json.loads(await resp.read())
+        return loads(await resp.read())
     finally:
         resp.release()

@@ -2,7 +2,10 @@
 
 client-go's reflector/informer pattern, in one asyncio task:
 1. LIST (paged, a consistent read), replace the cache, emit add/update/delete for the difference
-   with what the cache held, set `has_synced`.
+   with what the cache held, set `has_synced`. Not client-go's resourceVersion "0" (answered from
+   the API server's watch cache): that is twice as fast for 1,000 MachineSets, but a 1.20 server
+   ignores `limit` there, and decoding 5,000 MachineSets in one page took the daemon's peak
+   memory from 138 to 169 MiB; it can also be stale, which `run --once` cannot afford.
 2. WATCH from the list's resourceVersion with bookmarks and a server-side timeout; apply each
    event to the cache and emit it. A timeout ends the stream normally: watch again from the last
    resourceVersion seen (bookmarks keep it fresh on quiet selectors).
@@ -345,7 +348,7 @@ class Informer:
             }
             if cont:
                 kwargs["_continue"] = cont
-            page = await read_json(await self.source.list_fn(*self.source.args, **kwargs))
+            page = await read_json(await self.source.list_fn(*self.source.args, **kwargs), _SHARED.loads)
             kind = str(page.get("kind", ""))
             item_kind = kind[: -len("List")] if kind.endswith("List") else kind
             for item in page.get("items") or []:
@@ -428,7 +431,7 @@ class Informer:
                 if not line:
                     break  # server-side timeout: the normal end of a watch
                 if line.strip():
-                    self._apply(json.loads(line))
+                    self._apply(_SHARED.loads(line))
                     events += 1
         finally:
             resp.close()
@@ -465,9 +468,58 @@ class Informer:
             self.resource_version = rv
 
 
+class SharedStrings:
+    """JSON decoding that keeps one copy of each short string among every cached object.
+
+    `json.loads` shares equal keys within one document only, and every watch event is its own
+    document: 5,000 MachineSets held 5,000 copies of "providerSpec", of the region, of the
+    instance type. Sharing keys and short values while decoding halves a cached MachineSet (about
+    11 KB of dicts, lists and strings down to 6 KB), and a 5,000-object list never exists twice.
+    The objects are equal to what was read: only which `str` instance holds a value changes.
+
+    The table is bounded: unique values (uids, timestamps, resourceVersions) enter it too, so when
+    it is full it starts over, and the strings already shared stay with the objects that hold them.
+    """
+
+    MAX_LENGTH = 128
+
+    def __init__(self, max_entries: int = 65536) -> None:
+        self.max_entries = max_entries
+        self._table: dict[str, str] = {}
+
+    def __len__(self) -> int:
+        return len(self._table)
+
+    def loads(self, data: bytes | str) -> Any:
+        if len(self._table) >= self.max_entries:
+            self._table = {}
+        return json.loads(data, object_pairs_hook=self._object)
+
+    def _object(self, pairs: builtins.list[tuple[str, Any]]) -> dict[str, Any]:
+        # Called for every JSON object, innermost first: its values are already built, so only
+        # the strings directly in it (and in its arrays) are left to share.
+        string = self._string
+        out = {}
+        for key, value in pairs:
+            if value.__class__ is str:
+                value = string(value)
+            elif value.__class__ is builtins.list:
+                value = [string(v) if v.__class__ is str else v for v in value]
+            out[string(key)] = value
+        return out
+
+    def _string(self, text: str) -> str:
+        if len(text) > self.MAX_LENGTH:
+            return text
+        return self._table.setdefault(text, text)
+
+
+_SHARED = SharedStrings()
+
+
 def _trim(obj: KubeObject) -> KubeObject:
-    """Drop `metadata.managedFields` from cached objects: server-side-apply bookkeeping that nothing
-    here reads, often a third of a MachineSet's size, held once per object for the cache's life."""
+    """What the cache keeps of an object: all but `metadata.managedFields`, server-side-apply
+    bookkeeping that nothing here reads, often a third of a MachineSet's size."""
     meta = obj.get("metadata")
     if isinstance(meta, dict):
         meta.pop("managedFields", None)

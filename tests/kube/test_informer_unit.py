@@ -14,7 +14,14 @@ from typing import Any
 import pytest
 from kubernetes_asyncio.client import ApiClient, Configuration
 
-from bootimage_controller.kube.informer import Informer, ListWatch, all_synced, enqueue_keys, object_key
+from bootimage_controller.kube.informer import (
+    Informer,
+    ListWatch,
+    SharedStrings,
+    all_synced,
+    enqueue_keys,
+    object_key,
+)
 from bootimage_controller.kube.retry import Backoff
 from bootimage_controller.kube.workqueue import WorkQueue
 
@@ -223,6 +230,8 @@ async def test_410_error_event_relists_and_emits_what_changed_meanwhile(running:
     assert sorted(informer.keys()) == ["ns/a", "ns/c", "ns/d"]
     assert informer.list_count == 2
     assert server.watch_calls()[1]["resource_version"] == "25"
+    # Consistent reads, the first list too: never from the watch cache (see the module docstring).
+    assert all("resource_version" not in c for c in server.lists())
 
 
 async def test_http_410_on_watch_request_relists(running: Any) -> None:
@@ -425,3 +434,37 @@ async def test_source_constructors_pick_the_list_call_and_selectors() -> None:
     lw = ListWatch.nodes(api, label_selector="node-role.kubernetes.io/master")
     assert lw.selectors() == {"label_selector": "node-role.kubernetes.io/master"}
     await api.close()
+
+
+async def test_cached_objects_share_strings_and_drop_managed_fields(running: Any) -> None:
+    spec = {"region": "us-east-1", "instanceType": "m6i.xlarge", "tags": [{"name": "kubernetes.io/cluster/x"}]}
+    server = FakeServer(obj("a", 3, spec=spec))
+    informer = make(server)
+    running(informer)
+    await eventually(lambda: len(server.watches) == 1)
+    b = obj("b", 11, spec=spec)
+    b["metadata"]["managedFields"] = [{"manager": "kubectl"}]
+    server.watches[0].send("ADDED", b)
+    await eventually(lambda: informer.get("ns/b") is not None)
+    a, cached_b = informer.get("ns/a"), informer.get("ns/b")
+    assert a is not None and cached_b is not None
+    assert "managedFields" not in cached_b["metadata"]
+    assert cached_b["spec"] == spec  # equal to what was read...
+    # ...with one copy of each string, though list and watch event were separate documents.
+    assert cached_b["spec"]["region"] is a["spec"]["region"]
+    assert cached_b["spec"]["tags"][0]["name"] is a["spec"]["tags"][0]["name"]
+    assert next(k for k in cached_b if k == "metadata") is next(k for k in a if k == "metadata")
+
+
+def test_shared_strings_are_bounded_and_leave_long_values_alone() -> None:
+    table = SharedStrings(max_entries=10)
+    long_value = "x" * (SharedStrings.MAX_LENGTH + 1)
+    doc = {"long": long_value, "n": 1, "none": None, "list": ["a", 2.5, True, {"b": ["c"]}]}
+    first = table.loads(json.dumps(doc))
+    assert first == doc
+    assert len(table) == 7  # five keys, "a" and "c"; the long value is not kept
+    second = table.loads(json.dumps(doc))
+    assert second["list"][3]["b"][0] is first["list"][3]["b"][0]
+    for i in range(20):
+        table.loads(json.dumps({f"key-{i}": f"value-{i}"}))
+    assert len(table) <= 10
