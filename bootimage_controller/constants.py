@@ -285,3 +285,5 @@ METRIC_API_REQUESTS: Final = "bootimage_controller_api_requests"  # _total appen
 METRIC_SKEW_UPGRADEABLE: Final = "bootimage_controller_skew_upgradeable"
 METRIC_SKEW_NONE: Final = "bootimage_controller_skew_enforcement_none"
 METRIC_CLUSTER_BOOT_IMAGE: Final = "bootimage_controller_cluster_boot_image"  # _info appended
+# Not in the SPEC's list: an addition, for dashboards and the benchmark's "settled" signal.
+METRIC_EVENTS_PENDING: Final = "bootimage_controller_events_pending"

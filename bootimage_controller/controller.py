@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import math
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -45,6 +46,8 @@ from .constants import (
     EVENT_FAILED,
     EVENT_HOT_LOOP,
     EVENT_SKIPPED,
+    EVENT_TYPE_NORMAL,
+    EVENT_TYPE_WARNING,
     EVENT_UPDATED,
     INFRASTRUCTURE_NAME,
     INFRASTRUCTURE_PLURAL,
@@ -195,7 +198,6 @@ class Controller:
         self.cloud = cloud
         self.states: dict[str, MachineSetState] = {}
         self.claims_gate = ClaimGate()
-        self._event_tasks: set[asyncio.Task[None]] = set()
         # key -> the resourceVersion our last patch replaced (see `reconcile`).
         self._superseded: dict[str, str] = {}
         self._last_report = -math.inf
@@ -206,7 +208,7 @@ class Controller:
         self._inputs: ClusterInputs | None = None
         self._enqueue: Callable[[str], None] = lambda key: None
         self.informers = self._make_informers(api_client)
-        self.events: Any = None  # events.EventRecorder, set by the daemon
+        self.events: Any = None  # events.EventLane, set by the daemon
 
     # ---- informers ------------------------------------------------------------------------------
     def _make_informers(self, api: Any) -> dict[str, Informer]:
@@ -404,7 +406,8 @@ class Controller:
         previous = self.states.get(key)
         self.states[key] = state
         obs.RECONCILE_DURATION.observe(time.monotonic() - started)
-        log.info(
+        log.log(
+            logging.DEBUG if _says_nothing_new(previous, state) else logging.INFO,
             "decision",
             namespace=decision.namespace,
             name=decision.name,
@@ -415,7 +418,7 @@ class Controller:
             error=state.error,
             error_reason=state.error_reason,
         )
-        await self._emit_events(obj, previous, state)
+        self._emit_events(obj, previous, state)
 
     async def plan(self, obj: dict[str, Any], ctx: PlanningContext) -> BootImageDecision:
         """Plan offline; where the cloud can confirm the target or identify the current image, ask it
@@ -553,43 +556,49 @@ class Controller:
         ):
             await self.writer.ensure_holder()  # restores the finalizer
 
-    async def _emit_events(
-        self, obj: dict[str, Any], previous: MachineSetState | None, state: MachineSetState
-    ) -> None:
-        """Events go out in the background: they are reports, and a worker should not wait for
-        the API server to store one before it reconciles the next MachineSet."""
+    def _emit_events(self, obj: dict[str, Any], previous: MachineSetState | None, state: MachineSetState) -> None:
+        """Hand this outcome's event (if it has one) to the event lane, which writes it in the
+        background: events are reports, and a worker should not wait for the API server to store
+        one before it reconciles the next MachineSet."""
         if self.events is None or self.options.dry_run or not self.is_leader():
             return
-        task = asyncio.create_task(self._emit(obj, previous, state))
-        self._event_tasks.add(task)
-        task.add_done_callback(self._event_tasks.discard)
+        event = _event_for(previous, state)
+        if event is not None:
+            self.events.post(_involved(obj), *event)
 
     async def flush_events(self, timeout: float = 30.0) -> None:
-        """Wait (bounded) for events still being written, before exiting."""
-        if self._event_tasks:
-            await asyncio.wait(set(self._event_tasks), timeout=timeout)
+        """Write (bounded) the events still pending, before exiting."""
+        if self.events is not None:
+            await self.events.flush(timeout)
 
-    async def _emit(self, obj: dict[str, Any], previous: MachineSetState | None, state: MachineSetState) -> None:
-        assert self.events is not None
-        resource = _involved(obj)
-        d = state.decision
-        if state.patched:
-            await self.events.emit(
-                resource, "Normal", EVENT_UPDATED, f"boot image updated to {d.target_release or d.target}"
-            )
-            return
-        unchanged = previous is not None and (previous.decision.reason, previous.error) == (d.reason, state.error)
-        if unchanged:
-            return
-        if state.error is not None:
-            if state.error_reason is Reason.HOT_LOOP:
-                await self.events.emit(resource, "Warning", EVENT_HOT_LOOP, state.error)
-            else:
-                await self.events.emit(resource, "Warning", EVENT_FAILED, state.error_text or state.error)
-        elif d.action is Action.ERROR:
-            await self.events.emit(resource, "Warning", EVENT_FAILED, d.message)
-        elif d.action is Action.SKIP and d.reason in ACTIONABLE_SKIPS:
-            await self.events.emit(resource, "Warning", EVENT_SKIPPED, d.message)
+
+def _says_nothing_new(previous: MachineSetState | None, state: MachineSetState) -> bool:
+    """A decision worth only a debug line: the same outcome again (a resync, an unrelated edit),
+    or the no-op that follows our own patch (the patch's line said it all)."""
+    if previous is None or state.patched:
+        return False
+    d, p = state.decision, previous.decision
+    same = (d.action, d.reason, state.error) == (p.action, p.reason, previous.error)
+    return same or (previous.patched and d.action is Action.NOOP)
+
+
+def _event_for(previous: MachineSetState | None, state: MachineSetState) -> tuple[str, str, str] | None:
+    """(type, reason, message) of the event an outcome deserves: every patch, and a Warning when a
+    failure or an actionable skip is new (the same outcome again says nothing new)."""
+    d = state.decision
+    if state.patched:
+        return EVENT_TYPE_NORMAL, EVENT_UPDATED, f"boot image updated to {d.target_release or d.target}"
+    if previous is not None and (previous.decision.reason, previous.error) == (d.reason, state.error):
+        return None
+    if state.error is not None:
+        if state.error_reason is Reason.HOT_LOOP:
+            return EVENT_TYPE_WARNING, EVENT_HOT_LOOP, state.error
+        return EVENT_TYPE_WARNING, EVENT_FAILED, state.error_text or state.error
+    if d.action is Action.ERROR:
+        return EVENT_TYPE_WARNING, EVENT_FAILED, d.message
+    if d.action is Action.SKIP and d.reason in ACTIONABLE_SKIPS:
+        return EVENT_TYPE_WARNING, EVENT_SKIPPED, d.message
+    return None
 
 
 async def fresh_machines(custom: Any) -> list[dict[str, Any]]:

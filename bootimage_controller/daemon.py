@@ -34,7 +34,7 @@ from .constants import (
 )
 from .controller import Controller, ControllerOptions, MachineSetState, Refusal
 from .errors import BootImageControllerError
-from .events import EventRecorder
+from .events import EventLane, EventRecorder
 from .kube.client import ClientConfigError, current_namespace, make_api_client
 from .kube.leader import AlwaysLeader, LeaderElector, default_identity
 from .kube.workqueue import WorkQueue, run_workers
@@ -230,9 +230,12 @@ async def _run(args: argparse.Namespace) -> int:
         on_pass=reporter,
         cloud=cloud,
     )
-    if not args.dry_run:
-        controller.events = EventRecorder(cast(Any, core))
     queue = WorkQueue("bootimage")
+    pass_done = asyncio.Event()  # --once: the single pass is over
+    if not args.dry_run:
+        # Normal events wait while MachineSets are queued or being reconciled (see EventLane).
+        busy = (lambda: not pass_done.is_set()) if args.once else (lambda: queue.busy)
+        controller.events = EventLane(EventRecorder(cast(Any, core)), busy=busy, concurrency=args.concurrency)
     controller.bind_queue(queue.add)
     tasks = [informer.start() for informer in controller.informers.values()]
     health = obs.HealthServer(
@@ -244,7 +247,7 @@ async def _run(args: argparse.Namespace) -> int:
     log.info("started", identity=identity, namespace=namespace, dry_run=args.dry_run, once=args.once)
     try:
         if args.once:
-            return await _once(controller, reporter, writer, args.concurrency)
+            return await _once(controller, reporter, writer, args.concurrency, pass_done)
         return await _serve(controller, queue, elector, args.concurrency)
     finally:
         queue.shutdown()
@@ -259,7 +262,9 @@ async def _run(args: argparse.Namespace) -> int:
         await api.close()
 
 
-async def _once(controller: Controller, reporter: PassReporter, writer: StatusWriter | None, concurrency: int) -> int:
+async def _once(
+    controller: Controller, reporter: PassReporter, writer: StatusWriter | None, concurrency: int, pass_done: asyncio.Event
+) -> int:
     if not await controller.wait_synced(SYNC_TIMEOUT):
         log.error("caches did not sync", timeout=SYNC_TIMEOUT)
         return 1
@@ -273,6 +278,7 @@ async def _once(controller: Controller, reporter: PassReporter, writer: StatusWr
             await controller.reconcile(key)
 
     await asyncio.gather(*(one(k) for k in keys if not k.startswith("@")))
+    pass_done.set()
     reporter(controller)
     if writer is not None:
         await writer.flush()
@@ -287,9 +293,11 @@ async def _serve(controller: Controller, queue: WorkQueue, elector: Any, concurr
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    await controller.wait_synced(SYNC_TIMEOUT)
 
     async def lead() -> None:
+        # Campaigning does not wait for the caches (client-go does the same): the Lease round
+        # trips overlap the initial lists, and the work starts once both are done.
+        await controller.wait_synced(SYNC_TIMEOUT)
         log.info("leading: reconciling every MachineSet")
         controller.enqueue_all()
         await run_workers(queue, controller.reconcile, concurrency)

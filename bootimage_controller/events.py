@@ -10,14 +10,18 @@ our messages name the image and the fix, and merging would hide them.
 
 Events are best effort: `emit` never raises (errors are logged and the event dropped), so a
 failing Events API can never fail a reconcile.
+
+`EventLane` is how the controller hands events over: it returns at once, and writes them in the
+background, Normal events only once the MachineSet work is done (see its docstring).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -26,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 import structlog
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from . import observability as obs
 from .constants import (
     CONFIG_GROUP,
     CONFIG_VERSION,
@@ -41,6 +46,7 @@ from .constants import (
     OPERATOR_GROUP,
     OPERATOR_VERSION,
 )
+from .kube.client import read_json
 from .kube.retry import Sleep, describe, with_retries
 
 if TYPE_CHECKING:
@@ -83,9 +89,9 @@ class CoreV1ApiLike(Protocol):
     """The subset of `kubernetes_asyncio.client.CoreV1Api` the recorder calls (the real class
     qualifies at run time; its stubs leave out `_content_type`, so it is also accepted by name)."""
 
-    def create_namespaced_event(self, namespace: str, body: Any) -> Awaitable[Any]: ...
+    def create_namespaced_event(self, namespace: str, body: Any, *, _preload_content: bool) -> Awaitable[Any]: ...
     def patch_namespaced_event(
-        self, name: str, namespace: str, body: Any, *, _content_type: str
+        self, name: str, namespace: str, body: Any, *, _content_type: str, _preload_content: bool
     ) -> Awaitable[Any]: ...
 
 
@@ -261,7 +267,9 @@ class EventRecorder:
             "count": 1,
         }
         await with_retries(
-            lambda: self._api.create_namespaced_event(namespace, body),
+            # Raw responses: the answer is not read, and building a V1Event model from it (dates
+            # parsed with dateutil) cost a millisecond of CPU per event.
+            lambda: self._discard(self._api.create_namespaced_event(namespace, body, _preload_content=False)),
             what=f"create event {namespace}/{name}",
             attempts=self._attempts,
             sleep=self._sleep,
@@ -274,8 +282,10 @@ class EventRecorder:
         body = {"count": seen.count + 1, "lastTimestamp": stamp}
         try:
             await with_retries(
-                lambda: self._api.patch_namespaced_event(
-                    seen.name, seen.namespace, body, _content_type=_MERGE_PATCH
+                lambda: self._discard(
+                    self._api.patch_namespaced_event(
+                        seen.name, seen.namespace, body, _content_type=_MERGE_PATCH, _preload_content=False
+                    )
                 ),
                 what=f"patch event {seen.namespace}/{seen.name}",
                 attempts=self._attempts,
@@ -289,6 +299,11 @@ class EventRecorder:
         self.aggregated += 1
         return True
 
+    @staticmethod
+    async def _discard(request: Awaitable[Any]) -> None:
+        """Send, raise `ApiException` for a non-2xx answer, and drop the body."""
+        await read_json(await request, lambda _body: None)
+
     def _unique_ns(self) -> int:
         """client-go names Events `<object>.<unix nanoseconds in hex>`; never reuse one."""
         self._last_ns = max(time.time_ns(), self._last_ns + 1)
@@ -298,3 +313,137 @@ class EventRecorder:
         self._recent[key] = rec
         while len(self._recent) > self._cache_size:
             self._recent.popitem(last=False)
+
+
+@dataclass(frozen=True)
+class PendingEvent:
+    """An event handed over and not written yet: a reference, not the object (the cache has
+    moved on to the version our patch wrote; keeping the old one alive would double memory)."""
+
+    involved: ObjectRef
+    type: str
+    reason: str
+    message: str
+    queued_at: float  # monotonic
+
+
+class EventLane:
+    """Writes events in the background, behind the work they report.
+
+    client-go's controllers hand events to a broadcaster that writes them from its own goroutine
+    while the controller goes on; this is the same hand-over, with one priority rule:
+
+    - Warning events (a failure, a hot loop, a skip an admin can act on) go out at once: they are
+      few, one per change of outcome, and an admin is waiting for them.
+    - Normal events (`BootImageUpdated`, one per patched MachineSet: thousands in a fleet-wide
+      pass) wait while `busy()` says MachineSet work is queued or in flight, and at most
+      `max_delay` seconds. The API server and etcd are shared with everyone: an event write
+      that a boot image patch has to queue behind delays the patch, and the patch is the work.
+      The record annotations and the MachineConfiguration conditions say what was patched as
+      it happens; the events follow when the pass is done.
+
+    Up to `concurrency` events are written at once. `flush()` writes what is left without
+    waiting for the work to end (shutdown, `--once`); events still pending when it times out
+    are dropped and logged, never waited for forever.
+    """
+
+    def __init__(
+        self,
+        recorder: EventRecorder,
+        *,
+        busy: Callable[[], bool] = lambda: False,
+        concurrency: int = 4,
+        max_delay: float = 60.0,
+        poll: float = 0.1,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.recorder = recorder
+        self._busy = busy
+        self._concurrency = max(1, concurrency)
+        self._max_delay = max_delay
+        self._poll = poll
+        self._clock = clock
+        self._urgent: deque[PendingEvent] = deque()
+        self._deferred: deque[PendingEvent] = deque()
+        self._writing = 0
+        self._flushing = False
+        self._wakeup = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._writers: list[asyncio.Task[None]] = []
+
+    @property
+    def pending(self) -> int:
+        """Events handed over and not written (or dropped) yet."""
+        return len(self._urgent) + len(self._deferred) + self._writing
+
+    def post(self, involved: Involved, type: str, reason: str, message: str) -> None:
+        """Hand an event over; returns at once. Never raises for a bad reference (it is dropped)."""
+        try:
+            ref = ObjectRef.of(involved)
+        except Exception as exc:
+            self.recorder.dropped += 1
+            log.warning("event dropped: not an object reference", reason=reason, error=describe(exc))
+            return
+        event = PendingEvent(ref, str(type), str(reason), message, self._clock())
+        (self._deferred if type == EVENT_TYPE_NORMAL else self._urgent).append(event)
+        self._changed()
+        self._wakeup.set()
+        if not self._writers:
+            loop = asyncio.get_running_loop()
+            self._writers = [loop.create_task(self._write_loop(), name=f"events-{i}") for i in range(self._concurrency)]
+
+    async def flush(self, timeout: float = 30.0) -> None:
+        """Write everything pending now (within `timeout`), then stop the writers."""
+        self._flushing = True
+        self._wakeup.set()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._idle.wait(), timeout)
+        left = self.pending  # queued, and cut off mid-write (cancelled: never counted by emit)
+        if left:
+            log.warning("events dropped at shutdown: not written in time", pending=left, timeout=timeout)
+        for task in self._writers:
+            task.cancel()
+        await asyncio.gather(*self._writers, return_exceptions=True)
+        self._writers = []
+        self.recorder.dropped += left
+        self._urgent.clear()
+        self._deferred.clear()
+        self._writing = 0
+        self._flushing = False
+        self._changed()
+
+    def _next(self) -> PendingEvent | None:
+        if self._urgent:
+            return self._urgent.popleft()
+        if not self._deferred:
+            return None
+        oldest = self._deferred[0]
+        if self._flushing or self._clock() - oldest.queued_at >= self._max_delay or not self._busy():
+            return self._deferred.popleft()
+        return None
+
+    async def _write_loop(self) -> None:
+        while True:
+            event = self._next()
+            if event is None:
+                # Nothing, or only Normal events while the work goes on: look again when something
+                # is posted, or (deferred events waiting on `busy`) after a short poll.
+                self._wakeup.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wakeup.wait(), self._poll if self._deferred else None)
+                continue
+            self._writing += 1
+            try:
+                await self.recorder.emit(event.involved, event.type, event.reason, event.message)
+            finally:
+                self._writing -= 1
+                self._changed()
+
+    def _changed(self) -> None:
+        pending = self.pending
+        obs.EVENTS_PENDING.set(pending)
+        if pending:
+            self._idle.clear()
+        else:
+            self._idle.set()

@@ -29,6 +29,7 @@ from prometheus_client.exposition import generate_latest
 from .constants import (
     METRIC_API_REQUESTS,
     METRIC_CLUSTER_BOOT_IMAGE,
+    METRIC_EVENTS_PENDING,
     METRIC_MACHINESETS,
     METRIC_PATCHES,
     METRIC_RECONCILE_DURATION,
@@ -222,6 +223,11 @@ SKEW_UPGRADEABLE = Gauge(
 SKEW_ENFORCEMENT_NONE = Gauge(
     METRIC_SKEW_NONE,
     "1 when boot image skew enforcement is disabled (mode None).",
+    registry=REGISTRY,
+)
+EVENTS_PENDING = Gauge(
+    METRIC_EVENTS_PENDING,
+    "Events queued behind the MachineSet work they report, not written yet.",
     registry=REGISTRY,
 )
 CLUSTER_BOOT_IMAGE = Info(

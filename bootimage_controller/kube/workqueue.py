@@ -124,6 +124,11 @@ class WorkQueue:
         return self._shutting_down
 
     @property
+    def busy(self) -> bool:
+        """Keys queued or being processed (delayed adds not counted until they fire)."""
+        return bool(self._queue or self._processing)
+
+    @property
     def processing(self) -> frozenset[str]:
         return frozenset(self._processing)
 

@@ -95,8 +95,11 @@ class FakeEvents:
     def __init__(self) -> None:
         self.emitted: list[tuple[str, str, str]] = []
 
-    async def emit(self, involved: Any, type_: str, reason: str, message: str) -> None:
+    def post(self, involved: Any, type_: str, reason: str, message: str) -> None:
         self.emitted.append((type_, reason, message))
+
+    async def flush(self, timeout: float = 30.0) -> None:
+        pass
 
 
 @pytest.fixture
@@ -145,7 +148,6 @@ def holder_object(*, deleting: bool = False, finalizers: tuple[str, ...] = (CLAI
 async def test_a_patch_is_written_and_recorded(api: ApiClient) -> None:
     ctl, writer, _ = make_controller(api, machineset())
     await ctl.reconcile(KEY)
-    await ctl.flush_events()  # events are written in the background
     state = ctl.states[KEY]
     assert state.patched and state.error is None and state.error_reason is None
     assert ("patch", "10") in writer.calls
@@ -158,14 +160,12 @@ async def test_the_fourth_write_is_a_typed_hot_loop(api: ApiClient) -> None:
     hot = HotLoopRecord(target, HOT_LOOP_LIMIT).to_annotation()
     fill(ctl, "MachineSet", machineset(annotations={ANNOTATION_HOT_LOOP: hot}))
     await ctl.reconcile(KEY)
-    await ctl.flush_events()  # events are written in the background
     state = ctl.states[KEY]
     assert state.error_reason is Reason.HOT_LOOP and not state.patched
     assert not [c for c in writer.calls if c[0] == "patch"]
     assert ctl.events.emitted == [("Warning", EVENT_HOT_LOOP, state.error)]
     # The same refusal again is not a new event.
     await ctl.reconcile(KEY)
-    await ctl.flush_events()  # events are written in the background
     assert len(ctl.events.emitted) == 1
     reporter = daemon.PassReporter(None, SkewLimits())
     reporter(ctl)
@@ -197,7 +197,6 @@ async def test_unusable_user_data_blocks_only_that_machineset_with_its_reason(ap
     ctl, writer, _ = make_controller(api, machineset("broken"), machineset("fine"), before_patch=check)
     await ctl.reconcile("MachineSet/openshift-machine-api/broken")
     await ctl.reconcile("MachineSet/openshift-machine-api/fine")
-    await ctl.flush_events()  # events are written in the background
     broken, fine = ctl.states["MachineSet/openshift-machine-api/broken"], ctl.states["MachineSet/openshift-machine-api/fine"]
     assert broken.error_reason is Reason.USER_DATA_INVALID and not broken.patched
     assert broken.error_text == f"{Reason.USER_DATA_INVALID}: secret openshift-machine-api/x: networkd.units: not in spec 3"

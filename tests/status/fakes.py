@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -154,7 +155,7 @@ class FakeEvents:
         self.create_errors: list[BaseException] = []
         self.patch_errors: list[BaseException] = []
 
-    async def create_namespaced_event(self, namespace: str, body: Any) -> Any:
+    async def create_namespaced_event(self, namespace: str, body: Any, *, _preload_content: bool = True) -> Any:
         await asyncio.sleep(0)
         self.calls.append("create")
         if self.create_errors:
@@ -162,10 +163,10 @@ class FakeEvents:
         key = (namespace, body["metadata"]["name"])
         assert key not in self.events, "event names must be unique"
         self.events[key] = copy.deepcopy(body)
-        return copy.deepcopy(body)
+        return _answer(body, _preload_content)
 
     async def patch_namespaced_event(
-        self, name: str, namespace: str, body: Any, *, _content_type: str
+        self, name: str, namespace: str, body: Any, *, _content_type: str, _preload_content: bool = True
     ) -> Any:
         await asyncio.sleep(0)
         assert _content_type == MERGE_PATCH
@@ -175,4 +176,24 @@ class FakeEvents:
         if (namespace, name) not in self.events:
             raise api_error(404)
         self.events[(namespace, name)] = apply_merge_patch(self.events[(namespace, name)], body)
-        return copy.deepcopy(self.events[(namespace, name)])
+        return _answer(self.events[(namespace, name)], _preload_content)
+
+
+class RawResponse:
+    """What kubernetes_asyncio returns with `_preload_content=False`: the HTTP response."""
+
+    def __init__(self, status: int, body: Any) -> None:
+        self.status = status
+        self.reason = "OK"
+        self._body = json.dumps(body).encode()
+        self.released = False
+
+    async def read(self) -> bytes:
+        return self._body
+
+    def release(self) -> None:
+        self.released = True
+
+
+def _answer(body: Any, preload: bool) -> Any:
+    return copy.deepcopy(body) if preload else RawResponse(201, body)
