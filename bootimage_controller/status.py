@@ -239,18 +239,18 @@ class Outcome:
         `patched=True`: the patch was written. `error`: the write failed (or the hot-loop guard
         refused it); this wins over the decision's own action.
         """
-        base = cls(decision.kind, decision.namespace, decision.name, Result.PENDING)
-        if error is not None:
-            return replace(base, result=Result.ERRORED, message=error)
+        # Built once, not with dataclasses.replace: every report makes one per MachineSet.
+        result, message = Result.PENDING, ""
         action = str(decision.action)
-        if action == Action.ERROR:
-            return replace(base, result=Result.ERRORED, message=decision.message)
-        if action == Action.SKIP:
-            unmanaged = str(decision.reason) == Reason.NOT_ENROLLED
-            return replace(base, result=Result.UNMANAGED if unmanaged else Result.SKIPPED)
-        if action == Action.NOOP or patched:
-            return replace(base, result=Result.RECONCILED)
-        return base
+        if error is not None:
+            result, message = Result.ERRORED, error
+        elif action == Action.ERROR:
+            result, message = Result.ERRORED, decision.message
+        elif action == Action.SKIP:
+            result = Result.UNMANAGED if str(decision.reason) == Reason.NOT_ENROLLED else Result.SKIPPED
+        elif action == Action.NOOP or patched:
+            result = Result.RECONCILED
+        return cls(decision.kind, decision.namespace, decision.name, result, message)
 
     @property
     def error_text(self) -> str:

@@ -16,6 +16,7 @@ does (reference mco-boot-image-controller.md section 11.3), with the differences
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -179,6 +180,17 @@ def _release_source(value: str | None) -> ReleaseSource | None:
 
 
 def _is_rhcos(value: str) -> bool:
+    # Every status report asks this of every MachineSet's record, and a fleet has few distinct
+    # values: cache the short ones (an annotation can hold 256 KiB; the cache must not).
+    return _is_rhcos_cached(value) if len(value) <= 64 else _parses_as_rhcos(value)
+
+
+@functools.lru_cache(maxsize=1024)
+def _is_rhcos_cached(value: str) -> bool:
+    return _parses_as_rhcos(value)
+
+
+def _parses_as_rhcos(value: str) -> bool:
     try:
         parse_rhcos_version(value.strip())
     except VersionError:
