@@ -8,11 +8,16 @@ manager, so nothing else writes):
 2. baseline: list them and send the same JSON patches the daemon sends (claims.boot_image_patch:
    resourceVersion test, boot image, owner reference, record annotations) with the same
    concurrency and kubernetes_asyncio, no controller;
-3. recreate them stale; `run --once` in a subprocess: wall time, exit code, peak RSS (VmHWM), the
+3. recreate them stale; `run --once` in a subprocess: time until every MachineSet holds its target,
+   time to exit (the deferred events are written before it exits), exit code, peak RSS (VmHWM), the
    daemon's own request counters (dumped at exit by daemon_child.py);
 4. recreate them stale; the continuous daemon (`run`, leader election on) in a subprocess: time until
-   every MachineSet holds its target (read back from the API server), /proc VmHWM, /metrics; then an
+   every MachineSet holds its target, until its events are written, /proc VmHWM, /metrics; then an
    idle window in which every create/update/patch/delete is counted.
+
+"Holds its target" is timed by one observer for all three: a watch on the MachineSets, opened in this
+process before the run starts, notes the moment the last one reaches its target (then every
+MachineSet is read back to prove it). The baseline and the daemon pay for the same extra watcher.
 """
 
 from __future__ import annotations
@@ -65,8 +70,10 @@ from bootimage_controller.constants import (
     MAPI_NAMESPACE,
     MCO_NAMESPACE,
     METRIC_API_REQUESTS,
+    METRIC_EVENTS_PENDING,
     METRIC_PATCHES,
 )
+from bootimage_controller.kube.informer import Informer, ListWatch
 from bootimage_controller.model import BootImageDecision
 
 CHILD: Final = Path(__file__).resolve().parent / "daemon_child.py"
@@ -75,7 +82,8 @@ JSON_PATCH: Final = "application/json-patch+json"
 CREATE_CONCURRENCY: Final = 32
 WRITE_VERBS: Final = frozenset({"create", "update", "patch", "delete", "deletecollection"})
 SETTLE_SECONDS: Final = 5.0  # after convergence, before the idle window (status writes are batched per second)
-POLL_SECONDS: Final = 0.2
+POLL_SECONDS: Final = 0.05  # readiness
+EVENTS_POLL_SECONDS: Final = 0.5  # /metrics, until the deferred events are written
 RUN_TIMEOUT: Final = 1800.0
 FAKE_HOLDER_UID: Final = "00000000-0000-4000-8000-000000000000"  # the baseline claims a holder that never existed
 
@@ -89,18 +97,22 @@ class Counters:
 
     requests: Mapping[tuple[str, str, str], float] = field(default_factory=dict)
     patches: Mapping[str, float] = field(default_factory=dict)
+    events_pending: float = 0.0  # a gauge: events handed over and not written yet
 
     @classmethod
     def from_samples(cls, samples: Iterable[tuple[str, Mapping[str, str], float]]) -> Counters:
         requests: dict[tuple[str, str, str], float] = {}
         patches: dict[str, float] = {}
+        events_pending = 0.0
         for name, labels, value in samples:
             if name == f"{METRIC_API_REQUESTS}_total":
                 key = (labels.get("verb", ""), labels.get("resource", ""), labels.get("code", ""))
                 requests[key] = requests.get(key, 0.0) + value
             elif name == f"{METRIC_PATCHES}_total":
                 patches[labels.get("result", "")] = patches.get(labels.get("result", ""), 0.0) + value
-        return cls(requests, patches)
+            elif name == METRIC_EVENTS_PENDING:
+                events_pending = value
+        return cls(requests, patches, events_pending)
 
     @classmethod
     def from_text(cls, text: str) -> Counters:
@@ -157,7 +169,8 @@ class Counters:
 class OnceResult:
     exit_code: int
     wall_seconds: float  # process start to exit
-    command_seconds: float  # the command itself (imports excluded): what the baseline is compared with
+    converge_seconds: float  # command start (imports excluded) to every MachineSet at its target
+    command_seconds: float  # command start to exit (the events flushed, the status written)
     peak_rss_kb: int  # the daemon's own VmHWM at exit
     counters: Counters
     converged: int  # MachineSets at their target afterwards
@@ -168,6 +181,7 @@ class ContinuousResult:
     ready_seconds: float  # process start to /readyz 200
     converge_seconds: float  # process start to every MachineSet at its target
     command_seconds: float  # command start (imports excluded) to convergence
+    events_seconds: float  # command start to the last deferred event written
     peak_hwm_kb: int  # /proc VmHWM, sampled until the daemon is told to stop
     peak_rss_exit_kb: int  # its own VmHWM at exit (shutdown included)
     counters: Counters  # from start to convergence
@@ -256,6 +270,50 @@ async def converged_count(api: ApiClient, decisions: Mapping[str, BootImageDecis
     return sum(1 for obj in items if reached_target(obj, decisions[obj["metadata"]["name"]]))
 
 
+class Convergence:
+    """Watches the MachineSets and notes (time.time()) when every one holds its target."""
+
+    def __init__(self, api: ApiClient, decisions: Mapping[str, BootImageDecision]) -> None:
+        self.decisions = decisions
+        self.pending = set(decisions)
+        self.done = asyncio.Event()
+        self.at: float | None = None
+        source = ListWatch.custom_objects(api, MACHINE_API_GROUP, MACHINESET_VERSION, MACHINESET_PLURAL, MAPI_NAMESPACE)
+        self.informer = Informer(source)
+        self.informer.add_handler(on_add=self._seen, on_update=lambda _old, new: self._seen(new))
+
+    def _seen(self, obj: dict[str, Any]) -> None:
+        name = obj["metadata"]["name"]
+        if name in self.pending and reached_target(obj, self.decisions[name]):
+            self.pending.discard(name)
+            if not self.pending and self.at is None:
+                self.at = time.time()
+                self.done.set()
+
+    async def __aenter__(self) -> Convergence:
+        self.informer.start()
+        await self.informer.wait_synced(RUN_TIMEOUT)
+        return self
+
+    async def __aexit__(self, *_exc: object) -> None:
+        await self.informer.stop()
+
+    async def wait(self, timeout: float = RUN_TIMEOUT, give_up: asyncio.Future[Any] | None = None) -> float | None:
+        """When every MachineSet held its target; None if `give_up` finished first."""
+        waiter = asyncio.ensure_future(self.done.wait())
+        try:
+            await asyncio.wait([waiter, *([give_up] if give_up else [])], timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waiter.cancel()
+        if not self.done.is_set() and give_up is not None and give_up.done():
+            # The process ended: its last patches may still be on their way through the watch.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.done.wait(), 10)
+        if self.at is None and give_up is None:
+            raise TimeoutError(f"{len(self.pending)} MachineSets not at their target after {timeout:.0f}s")
+        return self.at
+
+
 # ---- the baseline ----------------------------------------------------------------------------------------
 
 
@@ -265,14 +323,22 @@ def baseline_patch(obj: dict[str, Any], inputs: PlanInputs) -> list[dict[str, An
     return boot_image_patch(obj, decision.changes, annotations, FAKE_HOLDER_UID)
 
 
-async def run_baseline(api: ApiClient, inputs: PlanInputs, concurrency: int) -> tuple[float, int]:
-    """Seconds for one list plus N JSON patches (planning excluded), and how many patches failed."""
+async def run_baseline(
+    api: ApiClient, inputs: PlanInputs, decisions: Mapping[str, BootImageDecision], concurrency: int
+) -> tuple[float, int]:
+    """Seconds from the start of one list until the observer sees all N patched (planning excluded),
+    and how many patches failed."""
+    async with Convergence(api, decisions) as observer:
+        return await _baseline(api, inputs, concurrency, observer)
+
+
+async def _baseline(api: ApiClient, inputs: PlanInputs, concurrency: int, observer: Convergence) -> tuple[float, int]:
     custom: Any = CustomObjectsApi(api)
-    started = time.monotonic()
+    started = time.time()
     listed = await custom.list_namespaced_custom_object(MACHINE_API_GROUP, MACHINESET_VERSION, MAPI_NAMESPACE, MACHINESET_PLURAL)
-    listed_at = time.monotonic()
+    listed_at = time.time()
     patches = [(obj["metadata"]["name"], baseline_patch(obj, inputs)) for obj in listed["items"]]
-    planned_at = time.monotonic()
+    planned_at = time.time()
 
     async def send(name: str, ops: list[dict[str, Any]]) -> bool:
         try:
@@ -285,8 +351,10 @@ async def run_baseline(api: ApiClient, inputs: PlanInputs, concurrency: int) -> 
         return True
 
     results = await bounded(concurrency, (lambda n=n, o=o: send(n, o) for n, o in patches))  # type: ignore[misc]
-    finished = time.monotonic()
-    return (listed_at - started) + (finished - planned_at), sum(1 for ok in results if not ok)
+    failed = sum(1 for ok in results if not ok)
+    finished = time.time() if failed else await observer.wait()
+    assert finished is not None
+    return (listed_at - started) + (finished - planned_at), failed
 
 
 # ---- daemon subprocesses ---------------------------------------------------------------------------------
@@ -375,14 +443,19 @@ class Daemon:
 async def run_once(
     cluster: TestCluster, workdir: Path, api: ApiClient, decisions: Mapping[str, BootImageDecision], extra: list[str]
 ) -> OnceResult:
-    daemon = Daemon.launch(cluster, workdir, "once", "--once", *extra)
-    code = await asyncio.wait_for(daemon.wait(), RUN_TIMEOUT)
+    async with Convergence(api, decisions) as observer:
+        daemon = Daemon.launch(cluster, workdir, "once", "--once", *extra)
+        exited = asyncio.ensure_future(daemon.wait())
+        converged_at = await observer.wait(give_up=exited)
+        code = await asyncio.wait_for(exited, RUN_TIMEOUT)
     finished = time.time()
     doc = json.loads(daemon.dump.read_text())
+    started = float(doc["main_started"])
     return OnceResult(
         exit_code=code,
         wall_seconds=finished - daemon.started,
-        command_seconds=float(doc["main_finished"]) - float(doc["main_started"]),
+        converge_seconds=(converged_at or float(doc["main_finished"])) - started,
+        command_seconds=float(doc["main_finished"]) - started,
         peak_rss_kb=int(doc.get("vmhwm_kb", 0)),
         counters=Counters.from_dump(doc),
         converged=await converged_count(api, decisions),
@@ -399,29 +472,40 @@ async def run_continuous(
     profile: Path | None = None,
 ) -> ContinuousResult:
     name = "continuous-profiled" if profile else "continuous"
-    daemon = Daemon.launch(cluster, workdir, name, *extra, profile=profile)
-    n = len(decisions)
-    try:
-        async with aiohttp.ClientSession() as session:
-            ready = await _until(daemon, lambda: _ready(daemon, session), "ready")
-            converged_at = await _until(daemon, lambda: _converged(daemon, session, api, decisions, n), "converged")
-            at_convergence = await daemon.counters(session)
-            await _sleep_sampling(daemon, SETTLE_SECONDS)
-            idle_start = await daemon.counters(session)
-            await _sleep_sampling(daemon, idle_seconds)
-            idle_end = await daemon.counters(session)
-        code = await daemon.stop()
-    finally:
-        if daemon.proc.returncode is None:
-            daemon.proc.kill()
-            await daemon.wait()
+    async with Convergence(api, decisions) as observer:
+        daemon = Daemon.launch(cluster, workdir, name, *extra, profile=profile)
+        try:
+            return await _continuous(daemon, api, observer, idle_seconds)
+        finally:
+            if daemon.proc.returncode is None:
+                daemon.proc.kill()
+                await daemon.wait()
+
+
+async def _continuous(daemon: Daemon, api: ApiClient, observer: Convergence, idle_seconds: float) -> ContinuousResult:
+    exited = asyncio.ensure_future(daemon.wait())
+    async with aiohttp.ClientSession() as session:
+        ready = await _until(daemon, lambda: _ready(daemon, session), "ready")
+        converged_at = await _sampling(daemon, observer.wait(give_up=exited))
+        if converged_at is None:
+            raise RuntimeError(f"the daemon exited ({daemon.proc.returncode}) before it converged")
+        events_at = await _until(daemon, lambda: _events_written(daemon, session), "done with its events", EVENTS_POLL_SECONDS)
+        at_events = await daemon.counters(session)
+        if await converged_count(api, observer.decisions) != len(observer.decisions):
+            raise RuntimeError("the watch saw every MachineSet at its target, but reading them back disagrees")
+        await _sleep_sampling(daemon, SETTLE_SECONDS)
+        idle_start = await daemon.counters(session)
+        await _sleep_sampling(daemon, idle_seconds)
+        idle_end = await daemon.counters(session)
+    code = await daemon.stop()
     return ContinuousResult(
         ready_seconds=ready - daemon.started,
         converge_seconds=converged_at - daemon.started,
         command_seconds=converged_at - daemon.command_started(),
+        events_seconds=events_at - daemon.command_started(),
         peak_hwm_kb=daemon.peak_hwm_kb,
         peak_rss_exit_kb=daemon.own_peak_rss_kb(),
-        counters=at_convergence,
+        counters=at_events,
         idle_seconds=idle_seconds,
         idle=idle_end.minus(idle_start),
         exit_code=code,
@@ -433,21 +517,20 @@ async def _ready(daemon: Daemon, session: aiohttp.ClientSession) -> bool:
     return status == 200
 
 
-async def _converged(
-    daemon: Daemon,
-    session: aiohttp.ClientSession,
-    api: ApiClient,
-    decisions: Mapping[str, BootImageDecision],
-    n: int,
-) -> bool:
-    # The daemon's counter is a cheap signal; the API server's objects are the proof.
-    status, text = await daemon.get(session, "/metrics")
-    if status != 200 or Counters.from_text(text).patches.get("applied", 0.0) < n:
-        return False
-    return await converged_count(api, decisions) == n
+async def _sampling(daemon: Daemon, waiting: Any) -> Any:
+    """Await `waiting`, sampling the daemon's memory meanwhile."""
+    task = asyncio.ensure_future(waiting)
+    while not task.done():
+        daemon.sample_memory()
+        await asyncio.wait([task], timeout=0.5)
+    return task.result()
 
 
-async def _until(daemon: Daemon, check: Callable[[], Any], what: str) -> float:
+async def _events_written(daemon: Daemon, session: aiohttp.ClientSession) -> bool:
+    return (await daemon.counters(session)).events_pending == 0
+
+
+async def _until(daemon: Daemon, check: Callable[[], Any], what: str, poll: float = POLL_SECONDS) -> float:
     deadline = time.monotonic() + RUN_TIMEOUT
     while time.monotonic() < deadline:
         daemon.sample_memory()
@@ -455,7 +538,7 @@ async def _until(daemon: Daemon, check: Callable[[], Any], what: str) -> float:
             raise RuntimeError(f"the daemon exited ({daemon.proc.returncode}) before it was {what}")
         if await check():
             return time.time()
-        await asyncio.sleep(POLL_SECONDS)
+        await asyncio.sleep(poll)
     raise TimeoutError(f"the daemon was not {what} after {RUN_TIMEOUT:.0f}s")
 
 
@@ -483,7 +566,7 @@ async def bench_size(
             fleet = stale_fleet(n)
             decisions = {obj["metadata"]["name"]: plan(obj, inputs) for obj in fleet}
             create_seconds = await create_fleet(api, fleet)
-            baseline_seconds, baseline_errors = await run_baseline(api, inputs, concurrency)
+            baseline_seconds, baseline_errors = await run_baseline(api, inputs, decisions, concurrency)
             if await converged_count(api, decisions) != n - baseline_errors:
                 raise RuntimeError("the baseline's patches did not all land")
             await delete_fleet(api)

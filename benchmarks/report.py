@@ -127,15 +127,18 @@ def planner_figures(big: PlannerResult, small: PlannerResult) -> list[Figure]:
 def size_figures(r: SizeResult) -> list[Figure]:
     n, once, cont = r.n, r.once, r.continuous
     p = f"daemon N={n}"
-    once_ratio = once.command_seconds / r.baseline_seconds
+    # The ratio compares like with like: until every MachineSet holds its target. The Normal
+    # events that follow (see EventLane) are shown apart: `--once` exits once they are written.
+    once_ratio = once.converge_seconds / r.baseline_seconds
     cont_ratio = cont.command_seconds / r.baseline_seconds
     figures = [
         Figure(f"{p} create", f"{r.create_seconds:.1f} s for {n} MachineSets (bounded pool of 32)"),
         Figure(f"{p} baseline", f"{r.baseline_seconds:.2f} s: 1 list + {n} JSON patches, concurrency {r.concurrency}, no controller ({r.baseline_errors} failed)"),
         Figure(
             f"{p} run --once",
-            f"exit {once.exit_code}, {once.converged}/{n} at target, {once.command_seconds:.2f} s "
-            f"({once.wall_seconds:.2f} s with interpreter start-up), {once.counters.count()} API requests "
+            f"exit {once.exit_code}, {once.converged}/{n} at target after {once.converge_seconds:.2f} s, exit after "
+            f"{once.command_seconds:.2f} s, events written ({once.wall_seconds:.2f} s with interpreter start-up), "
+            f"{once.counters.count()} API requests "
             f"{_verbs(once.counters)}",
             f"exit 0 and {n}/{n}",
             once.exit_code == 0 and once.converged == n,
@@ -144,7 +147,8 @@ def size_figures(r: SizeResult) -> list[Figure]:
         Figure(
             f"{p} continuous",
             f"ready {cont.ready_seconds:.2f} s, every MachineSet at target {cont.converge_seconds:.2f} s after start "
-            f"({cont.command_seconds:.2f} s after the command started), {cont.counters.count()} API requests {_verbs(cont.counters)}",
+            f"({cont.command_seconds:.2f} s after the command started), events written after {cont.events_seconds:.2f} s, "
+            f"{cont.counters.count()} API requests to convergence {_verbs(cont.counters)}",
         ),
         Figure(f"{p} continuous / baseline", f"{cont_ratio:.2f}", f"<= {RATIO_GOAL}", cont_ratio <= RATIO_GOAL),
     ]
@@ -249,15 +253,15 @@ def _daemon_tables(sizes: Sequence[SizeResult]) -> list[str]:
             r.n,
             f"{r.create_seconds:.1f} s",
             f"{r.baseline_seconds:.2f} s",
-            f"{o.command_seconds:.2f} s (exit {o.exit_code})",
-            f"{o.command_seconds / r.baseline_seconds:.2f}",
+            f"{o.converge_seconds:.2f} s / {o.command_seconds:.2f} s (exit {o.exit_code})",
+            f"{o.converge_seconds / r.baseline_seconds:.2f}",
             f"{c.ready_seconds:.1f} s",
-            f"{c.command_seconds:.2f} s",
+            f"{c.command_seconds:.2f} s / {c.events_seconds:.2f} s",
             f"{c.command_seconds / r.baseline_seconds:.2f}",
             f"{mib(o.peak_rss_kb):.0f} / {mib(c.peak_hwm_kb):.0f} MiB",
         ])
     out += _table(
-        ["N", "create", "baseline", "run --once", "once / baseline", "continuous: ready", "continuous: converged", "continuous / baseline", "peak RSS once / continuous"],
+        ["N", "create", "baseline", "run --once: converged / exited", "once / baseline", "continuous: ready", "continuous: converged / events written", "continuous / baseline", "peak RSS once / continuous"],
         rows,
     )
     out += ["", "Writes (from the daemon's `bootimage_controller_api_requests_total`):", ""]
@@ -280,7 +284,7 @@ def _daemon_tables(sizes: Sequence[SizeResult]) -> list[str]:
             by = counters.by_verb()
             rows.append([r.n, mode, *(by.get(v, 0) for v in verbs), counters.count(), f"{counters.count() / r.n:.2f}"])
     out += _table(["N", "mode", *verbs, "total", "per MachineSet"], rows)
-    out += ["", "Idle after convergence (window starts 5 s after the last MachineSet reached its target):", ""]
+    out += ["", "Idle after convergence (window starts 5 s after the last deferred event was written):", ""]
     out += _table(
         ["N", "idle window", "writes besides the Lease", "Lease writes", "requests by verb and resource"],
         [
