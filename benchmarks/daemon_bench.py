@@ -184,7 +184,7 @@ class ContinuousResult:
     events_seconds: float  # command start to the last deferred event written
     peak_hwm_kb: int  # /proc VmHWM, sampled until the daemon is told to stop
     peak_rss_exit_kb: int  # its own VmHWM at exit (shutdown included)
-    counters: Counters  # from start to convergence
+    counters: Counters  # from start to the last deferred event written
     idle_seconds: float
     idle: Counters  # during the idle window
     exit_code: int

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import shlex
 import sys
 import tempfile
@@ -19,6 +18,8 @@ import fleet
 from daemon_bench import SizeResult, bench_size
 from planner_bench import PlannerResult, profile_planner, run_planner
 from report import Figure, Machine, markdown, planner_figures, size_figures, write_doc
+
+from bootimage_controller.observability import configure_logging
 
 DEFAULT_SIZES = (100, 1000, 5000)
 QUICK_SIZES = (100, 1000)
@@ -55,7 +56,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    logging.basicConfig(level=logging.WARNING)
+    # The convergence observer is the project's own Informer: its info lines are not figures.
+    configure_logging("console", "WARNING")
     sizes: tuple[int, ...] = () if args.planner_only else (args.sizes or (QUICK_SIZES if args.quick else DEFAULT_SIZES))
     idle = args.idle if args.idle is not None else (QUICK_IDLE_SECONDS if args.quick else IDLE_SECONDS)
     machine = Machine.describe()  # before the run: its load average says how busy the machine was
