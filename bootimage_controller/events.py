@@ -201,13 +201,19 @@ class EventRecorder:
         self.dropped = 0
         self._last_ns = 0
 
-    async def emit(self, involved: Involved, type: str, reason: str, message: str) -> None:
-        """Record an Event about `involved`. Never raises."""
+    def reference(self, involved: Involved, reason: str) -> ObjectRef | None:
+        """`involved` as an event's object reference; None (the event dropped, and logged) if it is not one."""
         try:
-            ref = ObjectRef.of(involved)
+            return ObjectRef.of(involved)
         except Exception as exc:
             self.dropped += 1
             log.warning("event dropped: not an object reference", reason=reason, error=describe(exc))
+            return None
+
+    async def emit(self, involved: Involved, type: str, reason: str, message: str) -> None:
+        """Record an Event about `involved`. Never raises."""
+        ref = self.reference(involved, reason)
+        if ref is None:
             return
         if type not in (EVENT_TYPE_NORMAL, EVENT_TYPE_WARNING):
             self.dropped += 1
@@ -379,11 +385,8 @@ class EventLane:
 
     def post(self, involved: Involved, type: str, reason: str, message: str) -> None:
         """Hand an event over; returns at once. Never raises for a bad reference (it is dropped)."""
-        try:
-            ref = ObjectRef.of(involved)
-        except Exception as exc:
-            self.recorder.dropped += 1
-            log.warning("event dropped: not an object reference", reason=reason, error=describe(exc))
+        ref = self.recorder.reference(involved, reason)
+        if ref is None:
             return
         event = PendingEvent(ref, str(type), str(reason), message, self._clock())
         (self._deferred if type == EVENT_TYPE_NORMAL else self._urgent).append(event)
