@@ -6,7 +6,7 @@ A subprocess keeps the daemon's memory (peak RSS) apart from the benchmark's own
 gives the daemon's own `bootimage_controller_*` counters even after `run --once` has exited.
 With `BOOTIMAGE_BENCH_PROFILE=FILE` in the environment the command runs under cProfile and the
 statistics go to FILE (pstats format). `OUT.json` gets `{"main_started": <epoch s>, "main_finished": <epoch s>, "exit": code,
-"vmhwm_kb": <peak RSS>, "samples": [{"name", "labels", "value"}, ...]}`; `OUT.json.started` is written as soon as the
+"vmhwm_kb": <peak RSS>, "cpu_seconds": <user + system CPU>, "samples": [{"name", "labels", "value"}, ...]}`; `OUT.json.started` is written as soon as the
 command starts (after the imports), so the parent can tell interpreter start-up apart.
 """
 
@@ -15,6 +15,7 @@ from __future__ import annotations
 import cProfile
 import json
 import os
+import resource
 import sys
 import time
 from pathlib import Path
@@ -36,6 +37,11 @@ def own_peak_rss_kb() -> int:
         if line.startswith("VmHWM:"):
             return int(line.split()[1])
     return 0
+
+
+def _cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def samples() -> list[dict[str, Any]]:
@@ -65,6 +71,7 @@ def run(out: Path, argv: list[str]) -> int:
             "main_finished": time.time(),
             "exit": code,
             "vmhwm_kb": own_peak_rss_kb(),
+            "cpu_seconds": _cpu_seconds(),
             "samples": samples(),
         }
         out.write_text(json.dumps(doc))

@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 from aiohttp import web
 from kubernetes_asyncio.client import Configuration, CoreV1Api, CustomObjectsApi
@@ -19,6 +20,7 @@ from bootimage_controller.kube.client import (
     current_namespace,
     load_configuration,
     make_api_client,
+    proxy_for,
 )
 from bootimage_controller.kube.retry import TokenBucket
 from bootimage_controller.observability import REGISTRY
@@ -215,3 +217,80 @@ def test_current_namespace(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> N
     assert current_namespace() == "from-sa"
     monkeypatch.setattr("bootimage_controller.kube.client.SERVICE_ACCOUNT_NAMESPACE", tmp_path / "absent")
     assert current_namespace("fallback") == "fallback"
+
+
+@pytest.fixture
+def no_proxy_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.lower(), raising=False)
+    return monkeypatch
+
+
+@pytest.mark.parametrize(
+    ("no_proxy", "url", "expected"),
+    [
+        ("", "https://api.example:6443", "http://proxy:3128"),
+        ("", "http://api.example:6443", "http://plain-proxy:3128"),
+        ("api.example", "https://api.example:6443", None),
+        (".example", "https://api.example:6443", None),
+        ("example", "https://api.example:6443", None),  # a domain covers its subdomains
+        ("other.example", "https://api.example:6443", "http://proxy:3128"),
+        ("*", "https://api.example:6443", None),
+        # OpenShift's cluster-wide proxy lists the service network as a CIDR; the in-cluster API
+        # address (KUBERNETES_SERVICE_HOST) is in it.
+        ("10.128.0.0/14,172.30.0.0/16,.svc", "https://172.30.0.1:443", None),
+        ("10.128.0.0/14", "https://172.30.0.1:443", "http://proxy:3128"),
+        ("fd02::/112", "https://[fd02::1]:443", None),
+        ("not-a-cidr/99, 172.30.0.0/16", "https://172.30.0.1:443", None),
+    ],
+)
+def test_proxy_for_follows_the_proxy_environment(
+    no_proxy_env: pytest.MonkeyPatch, no_proxy: str, url: str, expected: str | None
+) -> None:
+    no_proxy_env.setenv("HTTPS_PROXY", "http://proxy:3128")
+    no_proxy_env.setenv("HTTP_PROXY", "http://plain-proxy:3128")
+    no_proxy_env.setenv("NO_PROXY", no_proxy)
+    assert proxy_for(url) == expected
+
+
+def test_no_proxy_variables_no_proxy(no_proxy_env: pytest.MonkeyPatch) -> None:
+    assert proxy_for("https://api.example:6443") is None
+
+
+async def test_requests_go_through_the_environment_proxy(no_proxy_env: pytest.MonkeyPatch, fake_apiserver: str) -> None:
+    """The proxy is read once from the environment, yet requests still use it: the fake API server
+    stands in for the proxy (aiohttp sends it the absolute URL of a host that does not resolve)."""
+    no_proxy_env.setenv("HTTP_PROXY", fake_apiserver)
+    api = InstrumentedApiClient(Configuration(host="http://kube-api.invalid:6443"))
+    try:
+        cm = await CoreV1Api(api).read_namespaced_config_map("cm", "ns")
+        assert cm.metadata.name == "cm"
+    finally:
+        await api.close()
+    no_proxy_env.setenv("NO_PROXY", "kube-api.invalid")
+    direct = InstrumentedApiClient(Configuration(host="http://kube-api.invalid:6443"))
+    try:
+        with pytest.raises(aiohttp.ClientConnectionError):  # straight to a host that does not resolve
+            await CoreV1Api(direct).read_namespaced_config_map("cm", "ns")
+    finally:
+        await direct.close()
+
+
+async def test_a_netrc_entry_for_the_api_host_does_not_break_token_auth(
+    tmp_path: Path, no_proxy_env: pytest.MonkeyPatch, fake_apiserver: str
+) -> None:
+    """With the environment trusted per request (kubernetes_asyncio's default) aiohttp would add the
+    `~/.netrc` login as basic auth beside the bearer token and refuse the request."""
+    (tmp_path / ".netrc").write_text("machine 127.0.0.1 login admin password hunter2\n")
+    (tmp_path / ".netrc").chmod(0o600)
+    no_proxy_env.setenv("HOME", str(tmp_path))
+    no_proxy_env.setenv("NETRC", str(tmp_path / ".netrc"))
+    kc = tmp_path / "kubeconfig"
+    write_kubeconfig(kc, fake_apiserver)
+    api = await make_api_client(str(kc))
+    try:
+        cm = await CoreV1Api(api).read_namespaced_config_map("cm", "ns")
+        assert cm.metadata.name == "cm"
+    finally:
+        await api.close()
