@@ -46,7 +46,7 @@ from .constants import (
     OPERATOR_GROUP,
     OPERATOR_VERSION,
 )
-from .kube.client import read_json
+from .kube.client import send_and_discard
 from .kube.retry import Sleep, describe, with_retries
 
 if TYPE_CHECKING:
@@ -275,7 +275,7 @@ class EventRecorder:
         await with_retries(
             # Raw responses: the answer is not read, and building a V1Event model from it (dates
             # parsed with dateutil) cost a millisecond of CPU per event.
-            lambda: self._discard(self._api.create_namespaced_event(namespace, body, _preload_content=False)),
+            lambda: send_and_discard(self._api.create_namespaced_event(namespace, body, _preload_content=False)),
             what=f"create event {namespace}/{name}",
             attempts=self._attempts,
             sleep=self._sleep,
@@ -288,7 +288,7 @@ class EventRecorder:
         body = {"count": seen.count + 1, "lastTimestamp": stamp}
         try:
             await with_retries(
-                lambda: self._discard(
+                lambda: send_and_discard(
                     self._api.patch_namespaced_event(
                         seen.name, seen.namespace, body, _content_type=_MERGE_PATCH, _preload_content=False
                     )
@@ -304,11 +304,6 @@ class EventRecorder:
         seen.count += 1
         self.aggregated += 1
         return True
-
-    @staticmethod
-    async def _discard(request: Awaitable[Any]) -> None:
-        """Send, raise `ApiException` for a non-2xx answer, and drop the body."""
-        await read_json(await request, lambda _body: None)
 
     def _unique_ns(self) -> int:
         """client-go names Events `<object>.<unix nanoseconds in hex>`; never reuse one."""

@@ -34,6 +34,7 @@ from .constants import (
     MACHINESET_PLURAL,
     MACHINESET_VERSION,
 )
+from .kube.client import send_and_discard
 from .kube.retry import with_retries
 from .model import BootImageDecision
 
@@ -177,8 +178,12 @@ class MachineSetWriter:
         self.writes += 1
         try:
             await with_retries(
-                lambda: self.custom.patch_namespaced_custom_object(
-                    MACHINE_API_GROUP, version, namespace, plural, name, ops, _content_type=JSON_PATCH
+                # The answer is not read: the watch brings the new version to the cache.
+                lambda: send_and_discard(
+                    self.custom.patch_namespaced_custom_object(
+                        MACHINE_API_GROUP, version, namespace, plural, name, ops,
+                        _content_type=JSON_PATCH, _preload_content=False,
+                    )
                 ),
                 what=f"{what} {namespace}/{name}",
             )

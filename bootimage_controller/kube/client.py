@@ -18,7 +18,7 @@ import ipaddress
 import json
 import os
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -262,3 +262,11 @@ async def read_json(resp: Any, loads: Callable[[bytes], Any] = json.loads) -> An
         return loads(await resp.read())
     finally:
         resp.release()
+
+
+async def send_and_discard(request: Awaitable[Any]) -> None:
+    """Send a raw request (`_preload_content=False`), raise `ApiException` for a non-2xx answer,
+    and drop the body unparsed. For writes whose answer nothing reads: decoding a MachineSet
+    answer (and building kubernetes_asyncio's objects from it) costs CPU the API server shares.
+    The body is still read to its end so that the connection goes back to the pool."""
+    await read_json(await request, lambda _body: None)
