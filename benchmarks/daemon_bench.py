@@ -42,7 +42,6 @@ from daemon_child import PROFILE_ENV
 from fleet import REPO, STALE_FIXTURES, PlanInputs, plan, plan_inputs, reached_target
 from harness.cluster import TestCluster, start_test_cluster
 from harness.objects import (
-    api_client_for,
     apply,
     bootimages_configmap,
     cluster_version,
@@ -73,6 +72,7 @@ from bootimage_controller.constants import (
     METRIC_EVENTS_PENDING,
     METRIC_PATCHES,
 )
+from bootimage_controller.kube.client import make_api_client
 from bootimage_controller.kube.informer import Informer, ListWatch
 from bootimage_controller.model import BootImageDecision
 
@@ -560,7 +560,9 @@ async def bench_size(
     cluster = await asyncio.to_thread(start_test_cluster, workdir / "cluster", with_controller_manager=False)
     extra = ["--concurrency", str(concurrency), "--qps", qps]
     try:
-        async with await api_client_for(cluster.kubeconfig) as api:
+        # The benchmark's own client (baseline, observer, fleet set-up) is the daemon's: the same
+        # HTTP session settings, no rate limit. The ratio then compares the controller, not clients.
+        async with await make_api_client(str(cluster.kubeconfig), qps=0) as api:
             await setup_cluster(api)
             inputs = plan_inputs("AWS")
             fleet = stale_fleet(n)
