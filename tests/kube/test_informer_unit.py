@@ -459,12 +459,13 @@ async def test_cached_objects_share_strings_and_drop_managed_fields(running: Any
 def test_shared_strings_are_bounded_and_leave_long_values_alone() -> None:
     table = SharedStrings(max_entries=10)
     long_value = "x" * (SharedStrings.MAX_LENGTH + 1)
-    doc = {"long": long_value, "n": 1, "none": None, "list": ["a", 2.5, True, {"b": ["c"]}]}
-    first = table.loads(json.dumps(doc))
+    doc = {"long": long_value, "n": 1, "none": None, "list": ["a", 2.5, True, {"b": ["c"]}, [["a"]]]}
+    first = table.share(json.loads(json.dumps(doc)))
     assert first == doc
     assert len(table) == 7  # five keys, "a" and "c"; the long value is not kept
-    second = table.loads(json.dumps(doc))
+    second = table.share(json.loads(json.dumps(doc)))
     assert second["list"][3]["b"][0] is first["list"][3]["b"][0]
+    assert second["list"][4][0][0] is first["list"][0]  # arrays in arrays too
     for i in range(20):
-        table.loads(json.dumps({f"key-{i}": f"value-{i}"}))
+        table.share({f"key-{i}": f"value-{i}"})
     assert len(table) <= 10
