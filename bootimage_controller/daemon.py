@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import functools
+import gc
 import math
 import signal
 import time
@@ -58,6 +59,10 @@ SYNC_TIMEOUT = 120.0
 
 
 def run_daemon(args: argparse.Namespace) -> int:
+    # Everything allocated so far (the interpreter, ~80 MB of imports, the flags) lives as long as
+    # the process: out of the cyclic GC's sight, a full collection walks the caches only. In a
+    # 1,000-MachineSet pass, full collections went from 0.10 s to 0.02 s of CPU.
+    gc.freeze()
     try:
         return asyncio.run(_run(args))
     except ClientConfigError as exc:
