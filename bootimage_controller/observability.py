@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import re
@@ -81,6 +82,7 @@ _SENSITIVE_SUFFIXES = (
 _BEARER = re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]+")
 
 
+@functools.lru_cache(maxsize=4096)  # log keys are a small, fixed set; a line has about ten
 def is_sensitive_key(key: str) -> bool:
     k = key.lower().replace("-", "_")
     # `aws_access_key_id` is an identifier, not a secret; `..._secret_access_key` is caught above.
@@ -89,8 +91,15 @@ def is_sensitive_key(key: str) -> bool:
     return k in _SENSITIVE_KEYS or k.endswith(_SENSITIVE_SUFFIXES)
 
 
+_SCALARS = (bool, int, float, type(None))
+
+
 def _redact_value(value: Any, depth: int = 0) -> Any:
-    if depth > 8:
+    # Most values of a log line are short strings and scalars: answer those before the ABC checks.
+    kind = value.__class__
+    if kind is str:
+        return _redact_text(value)
+    if kind in _SCALARS or depth > 8:
         return value
     if isinstance(value, Mapping):
         return {
@@ -99,9 +108,13 @@ def _redact_value(value: Any, depth: int = 0) -> Any:
         }
     if isinstance(value, list | tuple):
         return type(value)(_redact_value(v, depth + 1) for v in value)
-    if isinstance(value, str) and _BEARER.search(value):
-        return _BEARER.sub(lambda m: f"{m.group(1)} {REDACTED}", value)
+    if isinstance(value, str):  # str subclasses: enums
+        return _redact_text(value)
     return value
+
+
+def _redact_text(text: str) -> str:
+    return _BEARER.sub(lambda m: f"{m.group(1)} {REDACTED}", text) if _BEARER.search(text) else text
 
 
 def redact_secrets(
