@@ -20,16 +20,28 @@ from typing import Any, cast
 
 import structlog
 from kubernetes_asyncio.client import CoreV1Api, CustomObjectsApi
+from kubernetes_asyncio.client.exceptions import ApiException
 
 from . import observability as obs
+
+# The cloud and stub-Ignition modules import no SDK (each cloud SDK is imported only when its
+# credentials exist, see cloud.verifier); imported here, not in the first reconcile, they do not
+# delay the first patch.
+from .cloud.queries import image_queries, verify_decisions
+from .cloud.verifier import CloudVerifier
 from .cluster import is_cluster_stable
 from .constants import (
+    AWS_CREDENTIALS_SECRET,
+    AZURE_CREDENTIALS_SECRET,
     CO_PROGRESSING,
     CONDITION_DEGRADED,
     CONDITION_PROGRESSING,
     CPMS_KIND,
+    GCP_CREDENTIALS_SECRET,
+    MAPI_NAMESPACE,
     Action,
     ConditionReason,
+    Platform,
     Reason,
     SkewMode,
 )
@@ -38,6 +50,7 @@ from .errors import BootImageControllerError
 from .events import EventLane, EventRecorder
 from .kube.client import ClientConfigError, current_namespace, make_api_client
 from .kube.leader import AlwaysLeader, LeaderElector, default_identity
+from .kube.retry import is_retryable, with_retries
 from .kube.workqueue import WorkQueue, run_workers
 from .model import MachineResource
 from .skew.assess import PassResult, assess_skew
@@ -52,6 +65,7 @@ from .status import (
     find_condition,
     progressing_condition,
 )
+from .stub_ignition import StubOutcome, ensure_stub_ignition_v3
 
 log = structlog.get_logger(__name__)
 
@@ -336,18 +350,6 @@ class CloudChecks:
         self._lock = asyncio.Lock()
 
     async def _refresh(self) -> None:
-        from kubernetes_asyncio.client.exceptions import ApiException
-
-        from .cloud.verifier import CloudVerifier
-        from .constants import (
-            AWS_CREDENTIALS_SECRET,
-            AZURE_CREDENTIALS_SECRET,
-            GCP_CREDENTIALS_SECRET,
-            MAPI_NAMESPACE,
-            Platform,
-        )
-        from .kube.retry import is_retryable, with_retries
-
         async with self._lock:
             now = asyncio.get_running_loop().time()
             if now - self._loaded_at < self.REFRESH_SECONDS:
@@ -383,8 +385,6 @@ class CloudChecks:
             self._loaded_at = now
 
     async def __call__(self, decision: Any) -> tuple[Any, frozenset[str]] | None:
-        from .cloud.queries import image_queries, verify_decisions
-
         await self._refresh()
         platforms = frozenset(str(p) for p in self.verifier.platforms)
         if decision.platform not in platforms or not image_queries([decision]):
@@ -411,8 +411,6 @@ class StubIgnitionChecks:
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
 
     async def __call__(self, resource: MachineResource) -> Refusal | None:
-        from .stub_ignition import StubOutcome, ensure_stub_ignition_v3
-
         spec = resource.provider_spec if isinstance(resource.provider_spec, Mapping) else {}
         ref = spec.get("userDataSecret")
         secret = ref.get("name") if isinstance(ref, Mapping) else None
