@@ -257,6 +257,7 @@ async def _run(args: argparse.Namespace) -> int:
         controller.events = EventLane(EventRecorder(cast(Any, core)), busy=busy, concurrency=args.concurrency)
     controller.bind_queue(queue.add)
     tasks = [informer.start() for informer in controller.informers.values()]
+    priming = asyncio.create_task(cloud.prime())  # reads only: every replica may
     health = obs.HealthServer(
         args.health_addr,
         args.metrics_addr,
@@ -275,7 +276,8 @@ async def _run(args: argparse.Namespace) -> int:
             await writer.aclose()
         for informer in controller.informers.values():
             await informer.stop()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        priming.cancel()
+        await asyncio.gather(*tasks, priming, return_exceptions=True)
         await health.stop()
         cloud.close()
         await api.close()
@@ -349,32 +351,30 @@ class CloudChecks:
         self._loaded_at = float("-inf")
         self._lock = asyncio.Lock()
 
+    _SECRETS = (
+        (Platform.AWS, AWS_CREDENTIALS_SECRET),
+        (Platform.GCP, GCP_CREDENTIALS_SECRET),
+        (Platform.AZURE, AZURE_CREDENTIALS_SECRET),
+    )
+
+    async def prime(self) -> None:
+        """Read the credentials while the caches sync: the first reconcile need not wait for them.
+        A failure is left to that reconcile, which reads them again."""
+        try:
+            await self._refresh()
+        except ApiException as exc:
+            log.debug("cloud credentials not read yet", code=exc.status)
+
     async def _refresh(self) -> None:
         async with self._lock:
             now = asyncio.get_running_loop().time()
             if now - self._loaded_at < self.REFRESH_SECONDS:
                 return
-            secrets: dict[Platform | str, Any] = {}
-            platform: Platform | str
-            for platform, name in (
-                (Platform.AWS, AWS_CREDENTIALS_SECRET),
-                (Platform.GCP, GCP_CREDENTIALS_SECRET),
-                (Platform.AZURE, AZURE_CREDENTIALS_SECRET),
-            ):
-                try:
-                    secrets[platform] = await with_retries(
-                        functools.partial(self.core.read_namespaced_secret, name, MAPI_NAMESPACE),
-                        what=f"get secret {name}",
-                    )
-                except ApiException as exc:
-                    # Still failing after retries: not knowing whether credentials exist is no
-                    # reason to plan offline (or to drop working ones): fail this reconcile, it is
-                    # retried, and so is this read (the minute below only starts after success).
-                    if is_retryable(exc):
-                        raise
-                    secrets[platform] = None
-                    if exc.status not in (403, 404):
-                        log.warning("cannot read cloud credentials", secret_name=name, code=exc.status)
+            read = await asyncio.gather(*(self._read(name) for _, name in self._SECRETS), return_exceptions=True)
+            for answer in read:
+                if isinstance(answer, BaseException):
+                    raise answer
+            secrets: dict[Platform | str, Any] = {platform: answer for (platform, _), answer in zip(self._SECRETS, read, strict=True)}
             if self.verifier is None:
                 self.verifier = CloudVerifier.from_secrets(
                     secrets, gcp_endpoint=self.gcp_endpoint, azure_endpoint=self.azure_endpoint
@@ -383,6 +383,22 @@ class CloudChecks:
                 for platform, secret in secrets.items():
                     self.verifier.update_secret(platform, secret)
             self._loaded_at = now
+
+    async def _read(self, name: str) -> Any:
+        """The Secret, or None when it does not exist or is not ours to read."""
+        try:
+            return await with_retries(
+                functools.partial(self.core.read_namespaced_secret, name, MAPI_NAMESPACE), what=f"get secret {name}"
+            )
+        except ApiException as exc:
+            # Still failing after retries: not knowing whether credentials exist is no reason to
+            # plan offline (or to drop working ones): fail this reconcile, it is retried, and so
+            # is this read (the minute in _refresh only starts after success).
+            if is_retryable(exc):
+                raise
+            if exc.status not in (403, 404):
+                log.warning("cannot read cloud credentials", secret_name=name, code=exc.status)
+            return None
 
     async def __call__(self, decision: Any) -> tuple[Any, frozenset[str]] | None:
         await self._refresh()
