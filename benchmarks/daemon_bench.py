@@ -28,6 +28,7 @@ import json
 import os
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import time
@@ -200,16 +201,50 @@ class DaemonProfile:
 
 
 @dataclass(frozen=True)
+class Round:
+    """One baseline, one `run --once` and one continuous run, in that order, each on a fresh fleet.
+
+    On 2 shared cores one run differs from the next by 20-30%; the ratios are taken within a round
+    (the runs minutes apart), and the goal is judged on their median over the rounds."""
+
+    baseline_seconds: float
+    once_seconds: float  # command start to converged
+    continuous_seconds: float  # command start to converged
+    peak_rss_kb: int  # the larger of the two daemons' VmHWM
+
+    @property
+    def once_ratio(self) -> float:
+        return self.once_seconds / self.baseline_seconds
+
+    @property
+    def continuous_ratio(self) -> float:
+        return self.continuous_seconds / self.baseline_seconds
+
+
+@dataclass(frozen=True)
 class SizeResult:
     n: int
     concurrency: int
     qps: str
     create_seconds: float
-    baseline_seconds: float
+    baseline_seconds: float  # the first round's, like `once` and `continuous`
     baseline_errors: int
     once: OnceResult
-    continuous: ContinuousResult
+    continuous: ContinuousResult  # the only run followed by the idle window
+    rounds: tuple[Round, ...]  # the first round included
     profile: DaemonProfile | None = None
+
+    @property
+    def once_ratio(self) -> float:
+        return statistics.median(r.once_ratio for r in self.rounds)
+
+    @property
+    def continuous_ratio(self) -> float:
+        return statistics.median(r.continuous_ratio for r in self.rounds)
+
+    @property
+    def peak_rss_kb(self) -> int:
+        return max(r.peak_rss_kb for r in self.rounds)
 
 
 # ---- cluster set-up ------------------------------------------------------------------------------------
@@ -324,17 +359,21 @@ def baseline_patch(obj: dict[str, Any], inputs: PlanInputs) -> list[dict[str, An
 
 
 async def run_baseline(
-    api: ApiClient, inputs: PlanInputs, decisions: Mapping[str, BootImageDecision], concurrency: int
+    api: ApiClient, kubeconfig: Path, inputs: PlanInputs, decisions: Mapping[str, BootImageDecision], concurrency: int
 ) -> tuple[float, int]:
-    """Seconds from the start of one list until the observer sees all N patched (planning excluded),
-    and how many patches failed."""
+    """Seconds from a cold start (a new client: kubeconfig read, no open connection) through one
+    list until the observer sees all N patched (planning excluded), and how many patches failed.
+    The daemon starts cold too: its clock starts before it reads its kubeconfig."""
     async with Convergence(api, decisions) as observer:
-        return await _baseline(api, inputs, concurrency, observer)
+        started = time.time()
+        async with await make_api_client(str(kubeconfig), qps=0) as client:
+            return await _baseline(client, started, inputs, concurrency, observer)
 
 
-async def _baseline(api: ApiClient, inputs: PlanInputs, concurrency: int, observer: Convergence) -> tuple[float, int]:
+async def _baseline(
+    api: ApiClient, started: float, inputs: PlanInputs, concurrency: int, observer: Convergence
+) -> tuple[float, int]:
     custom: Any = CustomObjectsApi(api)
-    started = time.time()
     listed = await custom.list_namespaced_custom_object(MACHINE_API_GROUP, MACHINESET_VERSION, MAPI_NAMESPACE, MACHINESET_PLURAL)
     listed_at = time.time()
     patches = [(obj["metadata"]["name"], baseline_patch(obj, inputs)) for obj in listed["items"]]
@@ -554,7 +593,14 @@ async def _sleep_sampling(daemon: Daemon, seconds: float) -> None:
 
 
 async def bench_size(
-    n: int, workdir: Path, *, concurrency: int, qps: str, idle_seconds: float, profile: bool = False
+    n: int,
+    workdir: Path,
+    *,
+    concurrency: int,
+    qps: str,
+    idle_seconds: float,
+    rounds: int = 3,
+    profile: bool = False,
 ) -> SizeResult:
     workdir.mkdir(parents=True, exist_ok=True)
     cluster = await asyncio.to_thread(start_test_cluster, workdir / "cluster", with_controller_manager=False)
@@ -568,19 +614,55 @@ async def bench_size(
             fleet = stale_fleet(n)
             decisions = {obj["metadata"]["name"]: plan(obj, inputs) for obj in fleet}
             create_seconds = await create_fleet(api, fleet)
-            baseline_seconds, baseline_errors = await run_baseline(api, inputs, decisions, concurrency)
-            if await converged_count(api, decisions) != n - baseline_errors:
-                raise RuntimeError("the baseline's patches did not all land")
-            await delete_fleet(api)
-            await create_fleet(api, fleet)
-            once = await run_once(cluster, workdir, api, decisions, extra)
-            await delete_fleet(api)
-            await create_fleet(api, fleet)
-            continuous = await run_continuous(cluster, workdir, api, decisions, extra, idle_seconds)
+            run = _RoundRunner(cluster, workdir, api, inputs, fleet, decisions, concurrency, extra)
+            first = await run.round(idle_seconds)
+            done = [first]
+            for _ in range(rounds - 1):
+                await run.fresh_fleet()
+                done.append(await run.round(0.0))
             profiled = await _profiled_run(cluster, workdir, api, fleet, decisions, extra) if profile else None
     finally:
         await asyncio.to_thread(cluster.stop)
-    return SizeResult(n, concurrency, qps, create_seconds, baseline_seconds, baseline_errors, once, continuous, profiled)
+    baseline_seconds, baseline_errors, once, continuous = first
+    return SizeResult(
+        n, concurrency, qps, create_seconds, baseline_seconds, baseline_errors, once, continuous,
+        tuple(_round_of(*r) for r in done), profiled,
+    )
+
+
+@dataclass
+class _RoundRunner:
+    cluster: TestCluster
+    workdir: Path
+    api: ApiClient
+    inputs: PlanInputs
+    fleet: list[dict[str, Any]]
+    decisions: Mapping[str, BootImageDecision]
+    concurrency: int
+    extra: list[str]
+
+    async def fresh_fleet(self) -> None:
+        await delete_fleet(self.api)
+        await create_fleet(self.api, self.fleet)
+
+    async def round(self, idle_seconds: float) -> tuple[float, int, OnceResult, ContinuousResult]:
+        """Baseline, `--once`, continuous; the fleet is stale when it starts."""
+        baseline_seconds, baseline_errors = await run_baseline(
+            self.api, self.cluster.kubeconfig, self.inputs, self.decisions, self.concurrency
+        )
+        if await converged_count(self.api, self.decisions) != len(self.fleet) - baseline_errors:
+            raise RuntimeError("the baseline's patches did not all land")
+        await self.fresh_fleet()
+        once = await run_once(self.cluster, self.workdir, self.api, self.decisions, self.extra)
+        await self.fresh_fleet()
+        continuous = await run_continuous(self.cluster, self.workdir, self.api, self.decisions, self.extra, idle_seconds)
+        return baseline_seconds, baseline_errors, once, continuous
+
+
+def _round_of(baseline_seconds: float, _errors: int, once: OnceResult, continuous: ContinuousResult) -> Round:
+    return Round(
+        baseline_seconds, once.converge_seconds, continuous.command_seconds, max(once.peak_rss_kb, continuous.peak_hwm_kb)
+    )
 
 
 async def _profiled_run(

@@ -44,6 +44,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--sizes", type=sizes_arg, help=f"daemon fleet sizes (default {','.join(map(str, DEFAULT_SIZES))}; --quick: {','.join(map(str, QUICK_SIZES))})")
     p.add_argument("--quick", action="store_true", help=f"N={','.join(map(str, QUICK_SIZES))} and a {QUICK_IDLE_SECONDS:.0f} s idle window")
     p.add_argument("--idle", type=float, help=f"idle window in seconds (default {IDLE_SECONDS:.0f}, --quick {QUICK_IDLE_SECONDS:.0f})")
+    p.add_argument("--rounds", type=int, default=3,
+                   help="baseline / --once / continuous rounds per size; the ratio goal is judged on their median (default 3)")
     p.add_argument("--concurrency", type=int, default=4, help="daemon --concurrency and the baseline's (default 4, the daemon's default)")
     p.add_argument("--qps", default="0", help="daemon --qps (default 0: no client rate limit, like the baseline)")
     p.add_argument("--profile", action="store_true",
@@ -56,6 +58,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.rounds < 1:
+        raise SystemExit("--rounds must be at least 1")
     # The convergence observer is the project's own Informer: its info lines are not figures.
     configure_logging("console", "WARNING")
     sizes: tuple[int, ...] = () if args.planner_only else (args.sizes or (QUICK_SIZES if args.quick else DEFAULT_SIZES))
@@ -75,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         result = asyncio.run(
             bench_size(
                 n, workdir / f"n{n}", concurrency=args.concurrency, qps=args.qps, idle_seconds=idle,
-                profile=args.profile and n == max(sizes),
+                rounds=args.rounds, profile=args.profile and n == max(sizes),
             )
         )
         results.append(result)
