@@ -170,12 +170,29 @@ class GoldenBootImages:
 
     def known_release(self, predicate: Any) -> str | None:
         """Release of the first image in any stream for which `predicate(arch_images)` gives one."""
-        for stream in self.all_streams():
-            for arch_images in stream.architectures.values():
-                release = predicate(arch_images)
-                if release:
-                    return str(release)
+        for arch_images in self._every_arch:
+            release = predicate(arch_images)
+            if release:
+                return str(release)
         return None
+
+    def aws_release(self, ami_id: str) -> str | None:
+        """`known_release` for an AMI id: one lookup, as every AWS MachineSet asks it."""
+        return self._aws_release_by_ami.get(ami_id)
+
+    @cached_property
+    def _every_arch(self) -> tuple[ArchBootImages, ...]:
+        """Every stream's images, default stream first (the order `known_release` searches in)."""
+        return tuple(images for stream in self.all_streams() for images in stream.architectures.values())
+
+    @cached_property
+    def _aws_release_by_ami(self) -> Mapping[str, str]:
+        index: dict[str, str] = {}
+        for images in self._every_arch:
+            for ami, release in images.aws_release_by_ami.items():
+                if release:
+                    index.setdefault(ami, release)  # the first in search order wins
+        return index
 
 
 def _candidate_names(label: str) -> list[str]:

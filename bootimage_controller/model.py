@@ -119,6 +119,7 @@ class MachineResource:
 
 
 _MISSING = object()
+_ONLY_STR = frozenset({str})
 
 
 def is_mapping(value: Any) -> TypeGuard[Mapping[str, Any]]:
@@ -134,12 +135,12 @@ def get_path(obj: Any, path: JsonPath, default: Any = None) -> Any:
             if not isinstance(cur, list) or part >= len(cur):
                 return default
             cur = cur[part]
-        else:
-            if not is_mapping(cur):
-                return default
+        elif type(cur) is dict or is_mapping(cur):
             cur = cur.get(part, _MISSING)
             if cur is _MISSING:
                 return default
+        else:
+            return default
     return cur
 
 
@@ -148,8 +149,9 @@ def _string_map(value: Any, where: str, field_name: str) -> Mapping[str, str]:
         return {}
     if not is_mapping(value):
         raise InputError(where, field_name, f"expected a map of strings, got {type(value).__name__}")
-    # One pass over types first (the common, valid case), the precise error only when it fails.
-    if not all(type(k) is str and type(v) is str for k, v in value.items()):
+    # The types of every key and value, collected in C (the common, valid case); the precise
+    # error only when that finds anything but `str`.
+    if not {*map(type, value), *map(type, value.values())} <= _ONLY_STR:
         for k, v in value.items():
             if not isinstance(k, str) or not isinstance(v, str):
                 raise InputError(where, f"{field_name}[{k!r}]", "keys and values must be strings")

@@ -71,19 +71,20 @@ class SpecReader:
         """The value at `rel`, None when missing; a step through a non-container is an error."""
         cur: Any = self.spec
         for i, part in enumerate(rel):
-            here = rel[:i]
             if isinstance(part, int):
                 if not isinstance(cur, list):
-                    raise self.error(here, f"expected a list, got {_type_name(cur)}")
+                    raise self.error(rel[:i], f"expected a list, got {_type_name(cur)}")
                 if part >= len(cur):
                     return None
                 cur = cur[part]
-            else:
-                if cur is None:
-                    return None
-                if not is_mapping(cur):
-                    raise self.error(here, f"expected an object, got {_type_name(cur)}")
+            elif type(cur) is dict:  # parsed JSON: the common case, first
                 cur = cur.get(part)
+            elif cur is None:
+                return None
+            elif is_mapping(cur):
+                cur = cur.get(part)
+            else:
+                raise self.error(rel[:i], f"expected an object, got {_type_name(cur)}")
         return cur
 
     def string(self, *rel: str | int, required: bool = False) -> str | None:

@@ -20,7 +20,6 @@ from ..cloud.facts import CloudImage
 from ..cloud.marketplace import image_release, marketplace_product_id, pick_marketplace_image, version_token
 from ..cloud.releases import release_in_text
 from ..constants import AWS_MARKETPLACE_OWNER, AWS_RED_HAT_OWNER, Platform, Reason
-from ..golden import ArchBootImages
 from ..model import FieldChange
 from ._common import ReleaseSource, SpecReader, image_key, verify_target
 from .base import RuleContext, RuleOutcome, Skip, Target
@@ -143,7 +142,7 @@ def _winli_skip(ctx: RuleContext, ami: _Ami, target: Target) -> Skip | None:
 
 def _known_rhcos(ctx: RuleContext, ami_id: str, cloud: CloudImage | None) -> _Known | None:
     """Evidence that `ami_id` is an RHCOS AMI, best first: golden data, bundled index, EC2 owner."""
-    golden = ctx.golden.known_release(lambda images: _release_in(images, ami_id))
+    golden = ctx.golden.aws_release(ami_id)
     if golden:
         return _Known(golden, ReleaseSource.GOLDEN_DATA)
     indexed = ctx.facts.published.aws_release(ami_id)
@@ -153,10 +152,6 @@ def _known_rhcos(ctx: RuleContext, ami_id: str, cloud: CloudImage | None) -> _Kn
         release = cloud.release or release_in_text(cloud.name) or release_in_text(cloud.description)
         return _Known(release, ReleaseSource.CLOUD)
     return None
-
-
-def _release_in(images: ArchBootImages, ami_id: str) -> str | None:
-    return images.aws_release_by_ami.get(ami_id)
 
 
 def _not_known(ctx: RuleContext, read: SpecReader, ami: _Ami, cloud: CloudImage | None, target: Target) -> Skip:
