@@ -94,7 +94,7 @@ class ControllerOptions:
 REPORT_SPACING = 25
 
 
-@dataclass
+@dataclass(slots=True)
 class MachineSetState:
     """The last outcome for one MachineSet: what we decided and whether it is done.
 

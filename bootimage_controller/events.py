@@ -95,7 +95,7 @@ class CoreV1ApiLike(Protocol):
     ) -> Awaitable[Any]: ...
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ObjectRef:
     """An `involvedObject`: the parts the aggregation key uses."""
 
@@ -127,7 +127,7 @@ class ObjectRef:
         return out
 
 
-@dataclass
+@dataclass(slots=True)
 class _Recorded:
     namespace: str
     name: str
@@ -316,7 +316,7 @@ class EventRecorder:
             self._recent.popitem(last=False)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # one per patch, pending until the pass ends
 class PendingEvent:
     """An event handed over and not written yet: a reference, not the object (the cache has
     moved on to the version our patch wrote; keeping the old one alive would double memory)."""

@@ -179,7 +179,7 @@ def _owner_references(value: Any, where: str) -> tuple[OwnerReference, ...]:
     return tuple(refs)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class FieldChange:
     """One value the patch replaces, addressed from the object root."""
 
@@ -188,7 +188,7 @@ class FieldChange:
     new: Any
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # one per MachineSet, kept: no per-instance dict
 class BootImageDecision:
     """What the planner decided for one MachineSet (SPEC section 2 and the `plan -o json` shape)."""
 
