@@ -25,8 +25,18 @@ DEFAULT_SIZES = (100, 1000, 5000)
 QUICK_SIZES = (100, 1000)
 PLANNER_SIZES = (10_000, 1_000)
 IDLE_SECONDS = 60.0
+DEFAULT_ROUNDS = 3
+# A small fleet's runs last well under a second, where one slow request of the API server (a Go GC
+# pause, an etcd fsync) moves the ratio by 0.3: in three full runs the N = 100 rounds ranged from
+# 0.92 to 1.80. Its rounds are cheap (about 10 s each), so it gets enough for a stable median.
+SMALL_FLEET = 300
+SMALL_FLEET_ROUNDS = 9
 QUICK_IDLE_SECONDS = 10.0
 DOC = fleet.REPO / "docs" / "benchmarks.md"
+
+
+def default_rounds(n: int) -> int:
+    return SMALL_FLEET_ROUNDS if n <= SMALL_FLEET else DEFAULT_ROUNDS
 
 
 def sizes_arg(text: str) -> tuple[int, ...]:
@@ -44,8 +54,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--sizes", type=sizes_arg, help=f"daemon fleet sizes (default {','.join(map(str, DEFAULT_SIZES))}; --quick: {','.join(map(str, QUICK_SIZES))})")
     p.add_argument("--quick", action="store_true", help=f"N={','.join(map(str, QUICK_SIZES))} and a {QUICK_IDLE_SECONDS:.0f} s idle window")
     p.add_argument("--idle", type=float, help=f"idle window in seconds (default {IDLE_SECONDS:.0f}, --quick {QUICK_IDLE_SECONDS:.0f})")
-    p.add_argument("--rounds", type=int, default=3,
-                   help="baseline / --once / continuous rounds per size; the ratio goal is judged on their median (default 3)")
+    p.add_argument("--rounds", type=int,
+                   help="baseline / --once / continuous rounds per size; the ratio goal is judged on their median "
+                        f"(default {DEFAULT_ROUNDS}, {SMALL_FLEET_ROUNDS} for N <= {SMALL_FLEET})")
     p.add_argument("--concurrency", type=int, default=4, help="daemon --concurrency and the baseline's (default 4, the daemon's default)")
     p.add_argument("--qps", default="0", help="daemon --qps (default 0: no client rate limit, like the baseline)")
     p.add_argument("--profile", action="store_true",
@@ -58,7 +69,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    if args.rounds < 1:
+    if args.rounds is not None and args.rounds < 1:
         raise SystemExit("--rounds must be at least 1")
     # The convergence observer is the project's own Informer: its info lines are not figures.
     configure_logging("console", "WARNING")
@@ -79,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         result = asyncio.run(
             bench_size(
                 n, workdir / f"n{n}", concurrency=args.concurrency, qps=args.qps, idle_seconds=idle,
-                rounds=args.rounds, profile=args.profile and n == max(sizes),
+                rounds=args.rounds or default_rounds(n), profile=args.profile and n == max(sizes),
             )
         )
         results.append(result)
