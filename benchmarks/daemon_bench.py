@@ -227,12 +227,16 @@ class SizeResult:
     concurrency: int
     qps: str
     create_seconds: float
-    baseline_seconds: float  # the first round's, like `once` and `continuous`
-    baseline_errors: int
+    baseline_errors: int  # in the first round, like `once` and `continuous`
     once: OnceResult
     continuous: ContinuousResult  # the only run followed by the idle window
     rounds: tuple[Round, ...]  # the first round included
     profile: DaemonProfile | None = None
+
+    @property
+    def baseline_seconds(self) -> float:
+        """The first round's."""
+        return self.rounds[0].baseline_seconds
 
     @property
     def once_ratio(self) -> float:
@@ -623,10 +627,9 @@ async def bench_size(
             profiled = await _profiled_run(cluster, workdir, api, fleet, decisions, extra) if profile else None
     finally:
         await asyncio.to_thread(cluster.stop)
-    baseline_seconds, baseline_errors, once, continuous = first
+    _, baseline_errors, once, continuous = first
     return SizeResult(
-        n, concurrency, qps, create_seconds, baseline_seconds, baseline_errors, once, continuous,
-        tuple(_round_of(*r) for r in done), profiled,
+        n, concurrency, qps, create_seconds, baseline_errors, once, continuous, tuple(_round_of(*r) for r in done), profiled
     )
 
 

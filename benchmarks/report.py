@@ -273,10 +273,10 @@ def _daemon_tables(sizes: Sequence[SizeResult]) -> list[str]:
             f"{r.create_seconds:.1f} s",
             f"{r.baseline_seconds:.2f} s",
             f"{o.converge_seconds:.2f} s / {o.command_seconds:.2f} s (exit {o.exit_code})",
-            f"{o.converge_seconds / r.baseline_seconds:.2f}",
+            f"{r.rounds[0].once_ratio:.2f}",
             f"{c.ready_seconds:.1f} s",
             f"{c.command_seconds:.2f} s / {c.events_seconds:.2f} s",
-            f"{c.command_seconds / r.baseline_seconds:.2f}",
+            f"{r.rounds[0].continuous_ratio:.2f}",
             f"{mib(o.peak_rss_kb):.0f} / {mib(c.peak_hwm_kb):.0f} MiB",
         ])
     out += _table(
