@@ -61,8 +61,8 @@ BUILD_SCRIPT: Final = REPO_ROOT / "hack" / "build-kube-from-debian.sh"
 KUBE_BINARIES: Final = ("kube-apiserver", "kube-controller-manager")
 # sha256 of the unpacked binaries of shared/tools (shared/tools/README.md).
 SHARED_SHA256: Final = {
-    "kube-apiserver": "6f744aadcfdcc8a340db1d50c6653e1df8e2feed3979dcf1d814779bd266db25",
-    "kube-controller-manager": "86d48fa8df65fde97b54f73350253747054d8dd531fbe3dd1d611ba4dba0a076",
+    "kube-apiserver": "f5d468a200cb274f5a95fc39374cb53da5f29c58a37a409742efdfee9bd8b032",
+    "kube-controller-manager": "c615575669c90caa1a2f9feeba704f7f99f76a2a49cc6c7978b67dec9616ff60",
 }
 
 # Namespaces every test cluster starts with (kube-system, default exist already).
