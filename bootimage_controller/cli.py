@@ -14,6 +14,7 @@ import asyncio
 import importlib
 import io
 import os
+import re
 import shutil
 import sys
 from collections.abc import Callable, Sequence
@@ -83,6 +84,25 @@ def rhel_limit_arg(value: str) -> str:
         return str(RhelVersion.parse(value, "--rhel-skew-limit"))
     except VersionError as exc:
         raise argparse.ArgumentTypeError(exc.problem) from None
+
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def duration_arg(value: str) -> float:
+    """Seconds from a Go-style duration (`137s`, `2m17s`, `1.5m`) or a plain number of seconds."""
+    text = value.strip()
+    try:
+        seconds = float(text)
+    except ValueError:
+        parts = _DURATION_PART.findall(text)
+        if not parts or "".join(n + u for n, u in parts) != text:
+            raise argparse.ArgumentTypeError(f"not a duration: {value!r} (e.g. 137s, 2m17s)") from None
+        seconds = sum(float(n) * _DURATION_UNITS[u] for n, u in parts)
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive: {value!r}")
+    return seconds
 
 
 def positive_int(value: str) -> int:
@@ -167,6 +187,14 @@ def _add_run(sub: Any) -> None:
                    help="one full pass, then exit 0 when nothing is Degraded (skips are fine), else 1")
     p.add_argument("--leader-elect", action=argparse.BooleanOptionalAction, default=True,
                    help="take the Lease before writing (default: on)")
+    # Unset: library-go's timings (137s/107s/26s), or its single-node ones (270s/240s/60s) when
+    # Infrastructure status.controlPlaneTopology is SingleReplica. Set: these win.
+    p.add_argument("--leader-elect-lease-duration", type=duration_arg, default=None, metavar="DURATION",
+                   help="how long a Lease lasts without renewal (default: 137s; 270s on single-node)")
+    p.add_argument("--leader-elect-renew-deadline", type=duration_arg, default=None, metavar="DURATION",
+                   help="the leader stops writing and exits when it cannot renew for this long (default: 107s; 240s on single-node)")
+    p.add_argument("--leader-elect-retry-period", type=duration_arg, default=None, metavar="DURATION",
+                   help="how often to renew or try to acquire (default: 26s; 60s on single-node)")
     p.add_argument("--cluster-operator", default=DEFAULT_CLUSTER_OPERATOR, metavar="NAME",
                    help=f"ClusterOperator to report to (default: {DEFAULT_CLUSTER_OPERATOR}; empty: none)")
     p.add_argument("--health-addr", default=DEFAULT_HEALTH_ADDR, metavar="ADDR",

@@ -81,12 +81,37 @@ def is_multi_arch(cluster_version: Mapping[str, Any] | None) -> bool:
     return desired.get("architecture") == "Multi"
 
 
-def is_cluster_stable(cluster_version: Mapping[str, Any] | None) -> bool | None:
-    """True when the newest history entry is Completed; None when there is no ClusterVersion."""
+def upgrade_blocker(cluster_version: Mapping[str, Any] | None) -> str | None:
+    """Why no boot image may be written now, or None when the cluster is known to be stable.
+
+    Judged from the ClusterVersion's whole status as it is now (SPEC section 3): the newest history
+    entry must be Completed and the `Progressing` condition must not be True. A missing
+    ClusterVersion, or one without history, means the upgrade state is unknown: that is a reason
+    to write nothing, never a licence to write.
+    """
     if cluster_version is None:
-        return None
-    history = (cluster_version.get("status") or {}).get("history") or []
-    return bool(history) and isinstance(history[0], Mapping) and history[0].get("state") == "Completed"
+        return "ClusterVersion version not found: the upgrade state is unknown; writing nothing"
+    status: Mapping[str, Any] = _mapping(cluster_version.get("status"))
+    history = status.get("history")
+    history = history if isinstance(history, list) else []
+    newest = history[0] if history and isinstance(history[0], Mapping) else None
+    if newest is None:
+        return "ClusterVersion version has no status.history: an install may be in progress; writing nothing"
+    if newest.get("state") != "Completed":
+        return (
+            f"ClusterVersion status.history[0] is {newest.get('state') or 'unset'} for version "
+            f"{newest.get('version') or 'unknown'}: an install or upgrade is in progress; writing nothing"
+        )
+    conditions = status.get("conditions")
+    for condition in conditions if isinstance(conditions, list) else []:
+        if isinstance(condition, Mapping) and condition.get("type") == "Progressing" and condition.get("status") == "True":
+            message = condition.get("message") or "no message"
+            return f"ClusterVersion is Progressing ({message}): an upgrade is in progress; writing nothing"
+    return None
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
 
 
 def current_version(cluster_version: Mapping[str, Any] | None) -> str | None:

@@ -40,6 +40,8 @@ CONFIG_GROUP: Final = "config.openshift.io"
 CONFIG_VERSION: Final = "v1"
 INFRASTRUCTURE_PLURAL: Final = "infrastructures"
 INFRASTRUCTURE_NAME: Final = "cluster"
+# Infrastructure status.controlPlaneTopology of a single-node cluster (skew policy, Lease timings).
+SINGLE_REPLICA_TOPOLOGY: Final = "SingleReplica"
 CLUSTERVERSION_PLURAL: Final = "clusterversions"
 CLUSTERVERSION_NAME: Final = "version"
 CLUSTEROPERATOR_PLURAL: Final = "clusteroperators"

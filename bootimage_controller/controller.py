@@ -26,7 +26,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from . import observability as obs
 from .claims import HotLoopRecord, hot_loop_check, is_our_reference, record_annotations
 from .cloud.facts import CloudFacts
-from .cluster import ClusterObjects, PlanningContext, is_cluster_stable, planning_context
+from .cluster import ClusterObjects, PlanningContext, planning_context, upgrade_blocker
 from .constants import (
     ACTIONABLE_SKIPS,
     ANNOTATION_HOT_LOOP,
@@ -65,7 +65,10 @@ from .constants import (
     Reason,
 )
 from .errors import BootImageControllerError
+from .kube.errors import ApiError
+from .kube.fence import NotLeader, UpgradeGateClosed, write_preconditions
 from .kube.informer import Informer, ListWatch
+from .kube.workqueue import DONE, ReconcileResult
 from .model import BootImageDecision, MachineResource
 from .planner import plan_machine
 from .writer import Holder, MachineSetWriter, WriteResult, now_utc
@@ -303,7 +306,10 @@ class Controller:
             self._cluster_changed()
 
     def _clusterversion_updated(self, old: dict[str, Any], new: dict[str, Any]) -> None:
-        if (is_cluster_stable(new) and not is_cluster_stable(old)) or (old.get("status") or {}).get("desired") != (new.get("status") or {}).get("desired"):
+        # The gate itself is read live at every write (`upgrade_gate`); this only re-plans when the
+        # gate opens or shuts, or the release changes, not on every progress message.
+        desired = (old.get("status") or {}).get("desired") != (new.get("status") or {}).get("desired")
+        if desired or (upgrade_blocker(old) is None) != (upgrade_blocker(new) is None):
             self._cluster_changed()
 
     def _holder_event(self, _obj: dict[str, Any]) -> None:
@@ -327,6 +333,14 @@ class Controller:
         self._enqueue(CLAIMS_KEY)
 
     # ---- cluster-wide inputs --------------------------------------------------------------------------
+    def upgrade_gate(self) -> UpgradeGateClosed | None:
+        """None while boot images may be written; else why not. Read from the ClusterVersion as the
+        watch has it now (not from the inputs parsed at the last change), at plan time and again
+        when each patch is sent (a `write_preconditions` check)."""
+        items = self.informers["clusterversion"].list()
+        blocker = upgrade_blocker(items[0] if items else None)
+        return None if blocker is None else UpgradeGateClosed(blocker)
+
     def cluster_objects(self) -> ClusterObjects:
         def one(name: str) -> dict[str, Any] | None:
             items = self.informers[name].list()
@@ -357,13 +371,24 @@ class Controller:
         return self._inputs
 
     # ---- reconcile ------------------------------------------------------------------------------------
-    async def reconcile(self, key: str) -> None:
+    async def reconcile(self, key: str) -> ReconcileResult:
+        """Reconcile one key. Expected failures come back as a result, never as an exception."""
+        try:
+            return await self._reconcile(key)
+        except NotLeader as exc:
+            # The process is about to exit (the elector lost the Lease): nothing more to do here.
+            log.info("write not sent: not the leader", key=key, why=str(exc))
+            return DONE
+        except (ApiError, ApiException) as exc:
+            error = exc if isinstance(exc, ApiError) else ApiError.from_exception(key, exc)
+            return ReconcileResult(error=f"{error.what}: {error.describe()}")
+
+    async def _reconcile(self, key: str) -> ReconcileResult:
         if key == STATUS_KEY:
             self._report()
-            return
+            return DONE
         if key == CLAIMS_KEY:
-            await self.reconcile_claims()
-            return
+            return await self.reconcile_claims()
         kind, _, rest = key.partition("/")
         informer = self.informers.get(kind)
         obj = informer.get(rest) if informer is not None else None
@@ -380,6 +405,10 @@ class Controller:
         # progress from here too, at most once per progress interval.
         if time.monotonic() - self._last_report >= max(self.options.progress_interval, REPORT_SPACING * self._report_cost):
             self._report()
+        state = self.states.get(key)
+        if state is not None and state.error is not None and state.error_reason is Reason.PATCH_FAILED:
+            return ReconcileResult(error=state.error_text)  # retried with backoff
+        return DONE
 
     def _report(self) -> None:
         """Recompute status from every outcome. It runs on the event loop, so mid-pass reports are
@@ -404,8 +433,8 @@ class Controller:
         inputs = self.inputs()
         if inputs.context is None:
             return  # the status key reports the problem; nothing is written
-        if is_cluster_stable(inputs.objects.cluster_version) is False:
-            return  # install or upgrade in progress: reconcile nothing (SPEC section 3)
+        if self.upgrade_gate() is not None:
+            return  # upgrade in progress or state unknown: the status key says why (SPEC section 3)
         started = time.monotonic()
         decision = await self.plan(obj, inputs.context)
         state = await self._act(key, obj, decision, inputs.context)
@@ -450,7 +479,14 @@ class Controller:
         if decision.action is not Action.PATCH or self.options.dry_run or not self.is_leader():
             return MachineSetState(decision)
         for _ in range(MAX_CONFLICT_REPLANS):
-            state, fresh = await self._patch_once(obj, decision)
+            try:
+                state, fresh = await self._patch_once(obj, decision)
+            except UpgradeGateClosed as exc:
+                # The ClusterVersion changed while the patch waited to be sent: nothing was written.
+                log.info("boot image patch not sent: upgrade gate closed", key=key, why=str(exc))
+                return MachineSetState(decision)
+            except ApiError as exc:
+                return MachineSetState.failed(decision, Reason.PATCH_FAILED, exc.describe())
             if fresh is None:
                 return state
             # Someone wrote between our read and our patch: re-read and re-plan (never overwrite).
@@ -488,7 +524,8 @@ class Controller:
                 self._enqueue(CLAIMS_KEY)
                 return MachineSetState(decision), None
             annotations = record_annotations(decision, hot, now_utc())
-            result = await self.writer.patch_boot_image(obj, decision, annotations, holder)
+            with write_preconditions(self.upgrade_gate):
+                result = await self.writer.patch_boot_image(obj, decision, annotations, holder)
         obs.PATCHES.labels(result=result.value).inc()
         if result is WriteResult.APPLIED:
             self._hot_loops[resource.uid] = hot
@@ -499,9 +536,7 @@ class Controller:
             if fresh is not None:
                 return MachineSetState(decision), fresh
             return MachineSetState(decision), None
-        if result is WriteResult.GONE:
-            return MachineSetState(decision), None
-        raise RuntimeError(f"patching {resource.display} failed; will retry with backoff")
+        return MachineSetState(decision), None  # GONE: deleted meanwhile
 
     def _cached_holder(self) -> Holder | None:
         """The holder as the watch cache has it, when usable as is: finalizer on, not being deleted.
@@ -524,13 +559,11 @@ class Controller:
         for _ in range(MAX_CONFLICT_REPLANS):
             if not _claimed(obj):
                 return
-            result = await self.writer.release(obj)
+            result = await self.writer.release(obj)  # ApiError: the key's result says it, retried
             if result in (WriteResult.APPLIED, WriteResult.GONE):
                 log.info("claim released", key=self.machine_key(obj), result=result.value)
                 self._enqueue(CLAIMS_KEY)
                 return
-            if result is WriteResult.FAILED:
-                raise RuntimeError(f"releasing the claim on {self.machine_key(obj)} failed; will retry")
             # A conflict: the cache was stale or someone wrote meanwhile. Release only what is
             # still out of enrollment on a fresh read (a status-only change never re-queues us).
             meta = obj.get("metadata") or {}
@@ -540,27 +573,28 @@ class Controller:
             obj = fresh
             if (await self.plan(obj, ctx)).reason != Reason.NOT_ENROLLED:
                 return
-        raise RuntimeError(f"releasing the claim on {self.machine_key(obj)} kept conflicting; will retry")
+        raise ApiError(f"release claim on {self.machine_key(obj)}", 409, "Conflict", "kept conflicting with other writers")
 
-    async def reconcile_claims(self) -> None:
+    async def reconcile_claims(self) -> ReconcileResult:
         """Holder being deleted: release every claim, then drop its finalizer. Otherwise make sure
         the finalizer is there while any claim exists (someone may have removed it by hand)."""
         if self.options.dry_run or not self.is_leader():
-            return
+            return DONE
         holder = self.informers["holder"].list()
         if not holder:
-            return
+            return DONE
         meta = holder[0].get("metadata") or {}
         if meta.get("deletionTimestamp"):
             async with self.claims_gate.releasing():
                 if not await release_all_claims(self.writer, lambda: fresh_machines(self.custom)):
-                    raise RuntimeError("claims remain while the holder is being deleted; retrying")
+                    return ReconcileResult(error="claims remain while the holder is being deleted; retrying")
             log.info("every claim released; the claim holder can go")
-            return
+            return DONE
         if CLAIM_FINALIZER not in (meta.get("finalizers") or []) and any(
             _claimed(o) for o in await fresh_machines(self.custom)
         ):
             await self.writer.ensure_holder()  # restores the finalizer
+        return DONE
 
     def _emit_events(self, obj: dict[str, Any], previous: MachineSetState | None, state: MachineSetState) -> None:
         """Hand this outcome's event (if it has one) to the event lane, which writes it in the

@@ -29,28 +29,44 @@ from . import observability as obs
 # delay the first patch.
 from .cloud.queries import image_queries, verify_decisions
 from .cloud.verifier import CloudVerifier
-from .cluster import is_cluster_stable
+from .cluster import control_plane_topology
 from .constants import (
     AWS_CREDENTIALS_SECRET,
     AZURE_CREDENTIALS_SECRET,
     CO_PROGRESSING,
     CONDITION_DEGRADED,
     CONDITION_PROGRESSING,
+    CONFIG_GROUP,
+    CONFIG_VERSION,
     CPMS_KIND,
     GCP_CREDENTIALS_SECRET,
+    INFRASTRUCTURE_NAME,
+    INFRASTRUCTURE_PLURAL,
     MAPI_NAMESPACE,
+    SINGLE_REPLICA_TOPOLOGY,
     Action,
     ConditionReason,
     Platform,
     Reason,
     SkewMode,
 )
-from .controller import Controller, ControllerOptions, MachineSetState, Refusal
+from .controller import CLAIMS_KEY, Controller, ControllerOptions, MachineSetState, Refusal
 from .errors import BootImageControllerError
 from .events import EventLane, EventRecorder
 from .kube.client import ClientConfigError, current_namespace, make_api_client
-from .kube.leader import AlwaysLeader, LeaderElector, default_identity
-from .kube.retry import is_retryable, with_retries
+from .kube.fence import WriteFence
+from .kube.leader import (
+    OPENSHIFT_TIMINGS,
+    SINGLE_NODE_TIMINGS,
+    AlwaysLeader,
+    Elector,
+    LeaderElector,
+    LeadershipLost,
+    LeaseHeldElsewhere,
+    LeaseTimings,
+    default_identity,
+)
+from .kube.retry import describe, is_retryable, with_retries
 from .kube.workqueue import WorkQueue, run_workers
 from .model import MachineResource
 from .skew.assess import PassResult, assess_skew
@@ -66,10 +82,14 @@ from .status import (
     progressing_condition,
 )
 from .stub_ignition import StubOutcome, ensure_stub_ignition_v3
+from .supervision import Supervisor
 
 log = structlog.get_logger(__name__)
 
 SYNC_TIMEOUT = 120.0
+# On SIGTERM the leader drains its queue and writes its last status and events within this.
+SHUTDOWN_GRACE = 20.0
+EVENT_FLUSH_MIN = 30.0
 
 
 def run_daemon(args: argparse.Namespace) -> int:
@@ -159,10 +179,9 @@ class PassReporter:
         inputs = controller.inputs()
         if inputs.problem is not None:
             return PassSummary.blocked(ConditionReason.BOOT_IMAGES_CONFIGMAP_INVALID, inputs.problem, degrading=True)
-        if is_cluster_stable(inputs.objects.cluster_version) is False:
-            return PassSummary.blocked(
-                ConditionReason.CLUSTER_NOT_STABLE, "an install or upgrade is in progress; reconciling nothing", degrading=False
-            )
+        gate = controller.upgrade_gate()
+        if gate is not None:
+            return PassSummary.blocked(ConditionReason.CLUSTER_NOT_STABLE, str(gate), degrading=False)
         outcomes = [Outcome.from_decision(s.decision, patched=s.patched, error=s.error_text) for s in states]
         # Not reconciled yet in this pass: pending, so the counts cover the whole fleet mid-pass.
         outcomes += [Outcome(kind, namespace, name, Result.PENDING) for kind, namespace, name in unplanned]
@@ -234,7 +253,14 @@ async def _run(args: argparse.Namespace) -> int:
     api = await make_api_client(args.kubeconfig, qps=args.qps, burst=args.burst)
     identity = default_identity()
     namespace = current_namespace()
-    elector: Any = LeaderElector(api, identity, namespace) if args.leader_elect and not args.once else AlwaysLeader(identity)
+    supervisor = Supervisor()
+    elector: Elector = (
+        LeaderElector(api, identity, namespace, **vars(await lease_timings(api, args)))
+        if args.leader_elect
+        else AlwaysLeader(identity)
+    )
+    # Every write this process sends, of any kind, is checked against the Lease when it is sent.
+    api.fence = WriteFence(elector.write_refusal)
     writer = None if args.dry_run else StatusWriter(CustomObjectsApi(api), cluster_operator=args.cluster_operator)
     limits = SkewLimits.from_flags(args.ocp_skew_limit, args.rhel_skew_limit)
     reporter = PassReporter(writer, limits)
@@ -243,8 +269,7 @@ async def _run(args: argparse.Namespace) -> int:
     controller = Controller(
         api,
         ControllerOptions(dry_run=args.dry_run, cluster_operator=args.cluster_operator, concurrency=args.concurrency),
-        # --once is a single writer by definition (an admin's one-shot run); otherwise the Lease decides.
-        is_leader=(lambda: True) if args.once else (lambda: elector.is_leader),
+        is_leader=lambda: elector.is_leader,
         before_patch=StubIgnitionChecks(core),
         on_pass=reporter,
         cloud=cloud,
@@ -254,62 +279,151 @@ async def _run(args: argparse.Namespace) -> int:
     if not args.dry_run:
         # Normal events wait while MachineSets are queued or being reconciled (see EventLane).
         busy = (lambda: not pass_done.is_set()) if args.once else (lambda: queue.busy)
-        controller.events = EventLane(EventRecorder(cast(Any, core)), busy=busy, concurrency=args.concurrency)
+        controller.events = EventLane(
+            EventRecorder(cast(Any, core)), busy=busy, concurrency=args.concurrency, spawn=supervisor.spawn
+        )
     controller.bind_queue(queue.add)
-    tasks = [informer.start() for informer in controller.informers.values()]
-    priming = asyncio.create_task(cloud.prime())  # reads only: every replica may
+    for name, informer in controller.informers.items():
+        supervisor.watch(informer.start(), f"informer-{name}")
+    supervisor.spawn(cloud.prime(), "cloud-credentials", finite=True)  # reads only: every replica may
     health = obs.HealthServer(
         args.health_addr,
         args.metrics_addr,
-        lambda: {"informers-synced": controller.synced(), "leader-election": elector.running or args.once},
+        lambda: {
+            "informers-synced": controller.synced(),
+            "leader-election": elector.running or args.once,
+            "tasks": supervisor.healthy,
+        },
     )
     await health.start()
     log.info("started", identity=identity, namespace=namespace, dry_run=args.dry_run, once=args.once)
     try:
         if args.once:
-            return await _once(controller, reporter, writer, args.concurrency, pass_done)
-        return await _serve(controller, queue, elector, args.concurrency)
+            return await _once(controller, reporter, writer, elector, args, pass_done)
+        return await _serve(controller, queue, elector, writer, supervisor, args.concurrency)
     finally:
+        supervisor.stopping()
         queue.shutdown()
-        await controller.flush_events()
+        # Whatever the leader's last flush did not write is dropped (and counted): we may no
+        # longer hold the Lease, and the fence would refuse it anyway.
+        await controller.flush_events(timeout=0)
         if writer is not None:
-            await writer.aclose()
+            await writer.discard()
         for informer in controller.informers.values():
             await informer.stop()
-        priming.cancel()
-        await asyncio.gather(*tasks, priming, return_exceptions=True)
         await health.stop()
         cloud.close()
         await api.close()
 
 
-async def _once(
-    controller: Controller, reporter: PassReporter, writer: StatusWriter | None, concurrency: int, pass_done: asyncio.Event
-) -> int:
-    if not await controller.wait_synced(SYNC_TIMEOUT):
-        log.error("caches did not sync", timeout=SYNC_TIMEOUT)
-        return 1
-    keys: dict[str, None] = {}  # ordered and de-duplicated
-    controller.bind_queue(lambda key: keys.setdefault(key))
-    controller.enqueue_all()
-    semaphore = asyncio.Semaphore(concurrency)
+async def lease_timings(api: Any, args: argparse.Namespace) -> LeaseTimings:
+    """The flags where given; else library-go's profile for the cluster's control-plane topology."""
+    profile = OPENSHIFT_TIMINGS
+    flags = (args.leader_elect_lease_duration, args.leader_elect_renew_deadline, args.leader_elect_retry_period)
+    if None in flags:
+        topology = await _control_plane_topology(api)
+        if topology == SINGLE_REPLICA_TOPOLOGY:
+            profile = SINGLE_NODE_TIMINGS
+        log.info("leader election timings", topology=topology or "unknown", profile="single-node" if profile is SINGLE_NODE_TIMINGS else "HA")
+    return LeaseTimings(
+        flags[0] if flags[0] is not None else profile.lease_duration,
+        flags[1] if flags[1] is not None else profile.renew_deadline,
+        flags[2] if flags[2] is not None else profile.retry_period,
+    )
 
-    async def one(key: str) -> None:
-        async with semaphore:
-            await controller.reconcile(key)
 
-    await asyncio.gather(*(one(k) for k in keys if not k.startswith("@")))
-    pass_done.set()
-    reporter(controller)
+async def _control_plane_topology(api: Any) -> str | None:
+    try:
+        infra = await with_retries(
+            lambda: CustomObjectsApi(api).get_cluster_custom_object(
+                CONFIG_GROUP, CONFIG_VERSION, INFRASTRUCTURE_PLURAL, INFRASTRUCTURE_NAME
+            ),
+            what="get infrastructure",
+            attempts=3,
+        )
+    except Exception as exc:  # library-go does the same: HA timings when the topology is unknown
+        log.warning("cannot read the control-plane topology; using HA leader election timings", error=describe(exc))
+        return None
+    return control_plane_topology(infra)
+
+
+async def _flush(controller: Controller, writer: StatusWriter | None, qps: float) -> None:
+    """The leader's last writes: the status, then every pending Event within the QPS budget."""
     if writer is not None:
         await writer.flush()
-    summary = reporter.summary
-    ok = not summary.degraded and summary.pending == 0
-    log.info("pass finished", degraded=summary.degraded, pending=summary.pending, ok=ok)
-    return 0 if ok else 1
+    pending = controller.events.pending if controller.events is not None else 0
+    # Time enough to write each pending Event at the client's rate, and then some: dropping
+    # events at exit is what --once used to do at the default --qps.
+    budget = EVENT_FLUSH_MIN + (pending / qps * 1.5 if qps > 0 else 0.0)
+    await controller.flush_events(timeout=budget)
 
 
-async def _serve(controller: Controller, queue: WorkQueue, elector: Any, concurrency: int) -> int:
+async def _once(
+    controller: Controller,
+    reporter: PassReporter,
+    writer: StatusWriter | None,
+    elector: Elector,
+    args: argparse.Namespace,
+    pass_done: asyncio.Event,
+) -> int:
+    if not await controller.wait_synced(SYNC_TIMEOUT):
+        log.error("caches did not sync; writing nothing", timeout=SYNC_TIMEOUT)
+        return 1
+
+    async def work() -> int:
+        keys: dict[str, None] = {}  # ordered and de-duplicated
+        controller.bind_queue(lambda key: keys.setdefault(key))
+        controller.enqueue_all()
+        # Claims first: a holder deleted while the daemon was down is released before any patch
+        # needs a holder (the patches then claim under a new one).
+        failed = await _reconcile_keys(controller, [CLAIMS_KEY], args.concurrency)
+        failed += await _reconcile_keys(controller, [k for k in keys if not k.startswith("@")], args.concurrency)
+        if CLAIMS_KEY in keys:  # re-queued by the pass (a claim released on leaving enrollment)
+            failed += await _reconcile_keys(controller, [CLAIMS_KEY], args.concurrency)
+        pass_done.set()
+        reporter(controller)
+        await _flush(controller, writer, args.qps)
+        summary = reporter.summary
+        ok = not summary.degraded and summary.pending == 0 and not failed
+        log.info("pass finished", degraded=summary.degraded, pending=summary.pending, failed=failed, ok=ok)
+        return 0 if ok else 1
+
+    try:
+        return await elector.run(work, campaign=False)
+    except LeaseHeldElsewhere as exc:
+        log.error("not the leader: another replica holds the lease; writing nothing", holder=exc.holder, error=str(exc))
+        return 1
+    except LeadershipLost as exc:
+        log.error("lost the lease during the pass; stopped writing", reason=str(exc))
+        return 1
+    finally:
+        await elector.release()
+
+
+async def _reconcile_keys(controller: Controller, keys: list[str], concurrency: int) -> int:
+    """Reconcile `keys` with at most `concurrency` at once; returns how many failed."""
+    semaphore = asyncio.Semaphore(concurrency)
+
+    async def one(key: str) -> bool:
+        async with semaphore:
+            result = await controller.reconcile(key)
+        if result.error is not None:
+            log.error("reconcile failed", key=key, error=result.error)
+            return False
+        return True
+
+    results = await asyncio.gather(*(one(k) for k in keys))
+    return results.count(False)
+
+
+async def _serve(
+    controller: Controller,
+    queue: WorkQueue,
+    elector: Elector,
+    writer: StatusWriter | None,
+    supervisor: Supervisor,
+    concurrency: int,
+) -> int:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -317,20 +431,49 @@ async def _serve(controller: Controller, queue: WorkQueue, elector: Any, concurr
 
     async def lead() -> None:
         # Campaigning does not wait for the caches (client-go does the same): the Lease round
-        # trips overlap the initial lists, and the work starts once both are done.
-        await controller.wait_synced(SYNC_TIMEOUT)
+        # trips overlap the initial lists. Workers start only on synced caches.
+        if not await controller.wait_synced(SYNC_TIMEOUT):
+            raise CachesNotSynced(f"caches did not sync within {SYNC_TIMEOUT:g}s")
         log.info("leading: reconciling every MachineSet")
         controller.enqueue_all()
         await run_workers(queue, controller.reconcile, concurrency)
+        # The queue was shut down (SIGTERM) and drained: the last words, while still leading.
+        await _flush(controller, writer, 0.0)
 
-    election = asyncio.create_task(elector.run(lead))
-    await stop.wait()
-    log.info("shutting down")
-    queue.shutdown()
-    await elector.release()
-    election.cancel()
-    await asyncio.gather(election, return_exceptions=True)
-    return 0
+    election = loop.create_task(elector.run(lead), name="leader-election")
+    stopped = loop.create_task(stop.wait(), name="signal-wait")
+    failed = loop.create_task(supervisor.failed.wait(), name="supervision-wait")
+    await asyncio.wait({election, stopped, failed}, return_when=asyncio.FIRST_COMPLETED)
+    supervisor.stopping()
+    code = 0
+    if election.done():
+        code = 1
+        _log_election_end(election)
+    elif failed.done():
+        code = 1  # the supervisor logged which task ended and why
+    else:
+        log.info("shutting down")
+        queue.shutdown()
+        if elector.is_leader:
+            await asyncio.wait({election}, timeout=SHUTDOWN_GRACE)
+    await elector.release()  # cancels the election if it still runs
+    for task in (election, stopped, failed):
+        task.cancel()
+    await asyncio.gather(election, stopped, failed, return_exceptions=True)
+    return code
+
+
+def _log_election_end(election: asyncio.Task[None]) -> None:
+    exc = None if election.cancelled() else election.exception()
+    if isinstance(exc, LeadershipLost):
+        log.error("leadership lost; stopped writing, exiting so the pod restarts clean", reason=str(exc))
+    else:
+        cause = "cancelled" if exc is None else f"{type(exc).__name__}: {exc}"
+        log.error("the controller's work ended; exiting", cause=cause)
+
+
+class CachesNotSynced(Exception):
+    """The informers did not list everything in time: the workers must not start on partial caches."""
 
 
 class CloudChecks:

@@ -22,7 +22,7 @@ import contextlib
 import socket
 import time
 from collections import OrderedDict, deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol, cast
@@ -328,6 +328,14 @@ class PendingEvent:
     queued_at: float  # monotonic
 
 
+class Spawn(Protocol):
+    def __call__(self, coro: Coroutine[Any, Any, Any], name: str, *, finite: bool) -> asyncio.Task[Any]: ...
+
+
+def _create_task(coro: Coroutine[Any, Any, Any], name: str, *, finite: bool) -> asyncio.Task[Any]:
+    return asyncio.get_running_loop().create_task(coro, name=name)
+
+
 class EventLane:
     """Writes events in the background, behind the work they report.
 
@@ -357,8 +365,10 @@ class EventLane:
         max_delay: float = 60.0,
         poll: float = 0.1,
         clock: Callable[[], float] = time.monotonic,
+        spawn: Spawn | None = None,
     ) -> None:
         self.recorder = recorder
+        self._spawn = spawn
         self._busy = busy
         self._concurrency = max(1, concurrency)
         self._max_delay = max_delay
@@ -388,8 +398,10 @@ class EventLane:
         self._changed()
         self._wakeup.set()
         if not self._writers:
-            loop = asyncio.get_running_loop()
-            self._writers = [loop.create_task(self._write_loop(), name=f"events-{i}") for i in range(self._concurrency)]
+            # Through the daemon's supervisor when given: a writer that died would leave every
+            # later event queued forever. They end (cancelled) at `flush`, so they are finite.
+            spawn = self._spawn or _create_task
+            self._writers = [spawn(self._write_loop(), f"events-{i}", finite=True) for i in range(self._concurrency)]
 
     async def flush(self, timeout: float = 30.0) -> None:
         """Write everything pending now (within `timeout`), then stop the writers."""

@@ -27,6 +27,7 @@ from .constants import (
     MACHINESET_KIND,
 )
 from .errors import InputError
+from .kube.errors import ApiError
 from .model import FieldChange, JsonPath, MachineResource, get_path
 from .writer import MachineSetWriter, WriteResult
 
@@ -96,7 +97,11 @@ async def rollback_machineset(api: Any, namespace: str, name: str, *, dry_run: b
     # The restored image's release is unknown here: drop the record rather than keep a wrong one.
     if ANNOTATION_RELEASE in ((obj.get("metadata") or {}).get("annotations") or {}):
         ops.append({"op": "remove", "path": "/metadata/annotations/" + ANNOTATION_RELEASE.replace("/", "~1")})
-    result = await writer._patch(obj, ops, "rollback")
+    try:
+        result = await writer._patch(obj, ops, "rollback")
+    except ApiError as exc:
+        print(f"error: rollback of {namespace}/{name} refused by the API server: {exc.describe()}")
+        return 1
     if result is not WriteResult.APPLIED:
         print(f"error: rollback of {namespace}/{name} not applied ({result.value}); run it again")
         return 1

@@ -658,6 +658,12 @@ class _Channel(Generic[T]):
             if self._task is not None and not self._task.done():
                 self._task.cancel()
 
+    async def discard(self) -> None:
+        self._dirty = False
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
 
 class CustomObjectsApiLike(Protocol):
     """The subset of `kubernetes_asyncio.client.CustomObjectsApi` the writer calls.
@@ -802,6 +808,11 @@ class StatusWriter:
 
     async def aclose(self) -> None:
         await asyncio.gather(self._mc.aclose(), self._co.aclose())
+
+    async def discard(self) -> None:
+        """Stop without writing what is pending (the leader's last flush already ran, or this
+        process no longer leads and must not write)."""
+        await asyncio.gather(self._mc.discard(), self._co.discard())
 
     # -- the writes
 

@@ -1,8 +1,9 @@
 """Every MachineSet write the daemon makes, and the claim holder's lifecycle (SPEC section 3).
 
 Writes are JSON patches that test `/metadata/resourceVersion` first (see `claims.py`): a 409 or a
-failed `test` (422) means someone else wrote in between, and the caller re-reads and re-plans;
-it never retries the same patch. Transient failures (429, 5xx, broken connections) are retried
+failed `test` (422 saying so) means someone else wrote in between, and the caller re-reads and
+re-plans; it never retries the same patch. Any other refusal (another 422: invalid, 403, retries
+exhausted) raises `ApiError` with the API server's own reason and message. Transient failures (429, 5xx, broken connections) are retried
 with backoff by `kube.retry.with_retries`.
 
 The garbage collector must never delete a MachineSet because of us (SPEC invariant 4): the holder
@@ -35,6 +36,7 @@ from .constants import (
     MACHINESET_VERSION,
 )
 from .kube.client import send_and_discard
+from .kube.errors import ApiError, is_write_conflict
 from .kube.retry import with_retries
 from .model import BootImageDecision
 
@@ -47,18 +49,12 @@ class WriteResult(enum.Enum):
     APPLIED = "applied"
     CONFLICT = "conflict"  # someone else wrote first: re-read and re-plan
     GONE = "gone"  # the object was deleted meanwhile
-    FAILED = "failed"
 
 
 @dataclass(frozen=True)
 class Holder:
     uid: str
     deleting: bool
-
-
-def _is_conflict(exc: ApiException) -> bool:
-    # 409: stale resourceVersion; 422: a `test` op failed (the value changed under us).
-    return exc.status in (409, 422)
 
 
 class MachineSetWriter:
@@ -147,7 +143,7 @@ class MachineSetWriter:
         try:
             await self._patch_holder(ops)
         except ApiException as exc:
-            if _is_conflict(exc) or exc.status == 404:
+            if is_write_conflict(exc) or exc.status == 404:
                 return False
             raise
         log.info("claim holder finalizer removed", name=CLAIM_HOLDER_NAME)
@@ -188,13 +184,17 @@ class MachineSetWriter:
                 what=f"{what} {namespace}/{name}",
             )
         except ApiException as exc:
-            if _is_conflict(exc):
+            if is_write_conflict(exc):
                 log.info("write conflict, will re-read", namespace=namespace, name=name, what=what, code=exc.status)
                 return WriteResult.CONFLICT
             if exc.status == 404:
                 return WriteResult.GONE
-            log.warning("write failed", namespace=namespace, name=name, what=what, code=exc.status, error=exc.reason)
-            return WriteResult.FAILED
+            error = ApiError.from_exception(f"{what} {namespace}/{name}", exc)
+            log.warning(
+                "write failed", namespace=namespace, name=name, what=what,
+                code=error.status, reason=error.reason, message=error.message,
+            )
+            raise error from None
         return WriteResult.APPLIED
 
     async def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:

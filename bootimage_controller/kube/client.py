@@ -32,6 +32,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from .. import __version__
 from ..constants import MCO_NAMESPACE
 from ..observability import API_REQUESTS
+from .fence import WriteFence, check_write
 from .retry import TokenBucket
 
 log = structlog.get_logger(__name__)
@@ -137,11 +138,15 @@ class InstrumentedApiClient(ApiClient):
     host would add basic auth beside the bearer token, which aiohttp refuses.
     """
 
-    def __init__(self, configuration: Any, limiter: TokenBucket | None = None) -> None:
+    def __init__(
+        self, configuration: Any, limiter: TokenBucket | None = None, fence: WriteFence | None = None
+    ) -> None:
         if configuration.proxy is None and configuration.host:
             configuration.proxy = proxy_for(configuration.host)
         super().__init__(configuration)
         self.limiter = limiter
+        # Set by the daemon once its elector exists (the elector needs this client first).
+        self.fence = fence
         self.user_agent = USER_AGENT
         stock = self.rest_client.pool_manager
         self.rest_client.pool_manager = aiohttp.ClientSession(
@@ -165,6 +170,8 @@ class InstrumentedApiClient(ApiClient):
             _request_timeout = DEFAULT_REQUEST_TIMEOUT  # a timeout is retried like a broken connection
         if self.limiter is not None:
             await self.limiter.acquire()
+        # After the limiter, right before the send: a wait for a token must not outlive leadership.
+        check_write(method, resource, self.fence)
         code = "error"
         try:
             response = await super().request(

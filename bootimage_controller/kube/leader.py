@@ -11,10 +11,23 @@ Rules, as in client-go:
   have to agree, and a wall-clock jump cannot hand the Lease to two holders.
 - Writes are PUTs carrying the resourceVersion read (409: someone else won the race).
 - The leader renews every `retry_period`; if it cannot renew for `renew_deadline`, or sees
-  another holder, it stops leading (its work task is cancelled) and campaigns again.
+  another holder, it stops leading: its work task is cancelled and `run()` raises
+  `LeadershipLost`. It does not campaign again: the process exits non-zero and restarts clean, as
+  client-go's and library-go's controllers do (`OnStoppedLeading` -> fatal), so no state built
+  while leading (caches of our own writes, hot-loop counts, queued events) outlives leadership.
+- `write_refusal()` is the write fence (kube/fence.py): a write may be sent only while this
+  process leads *and* less than `renew_deadline` has passed since the start of the last
+  successful acquire or renew. Measured from the start of that request, the window closes before
+  any other candidate can see the Lease expire (`lease_duration` after it saw the renewal arrive),
+  with `lease_duration - renew_deadline` to spare for in-flight requests and clock rate drift.
+  A process frozen past that point (SIGSTOP, a stalled VM) sends nothing when it thaws.
 - `release()` stops leading, then writes an empty holder with a 1 s duration so a follower
   takes over at its next retry instead of after a full lease duration.
 Timestamps written to the Lease are UTC whatever TZ says.
+
+Timings are library-go's (`LeaderElectionDefaulting`: 137 s lease, 107 s renew deadline, 26 s
+retry), which ride out a 60 s kube-apiserver rollout, and its single-node profile (270/240/60 s)
+when Infrastructure `status.controlPlaneTopology` is `SingleReplica`.
 """
 
 from __future__ import annotations
@@ -28,7 +41,7 @@ import uuid
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import structlog
 from kubernetes_asyncio.client import CoordinationV1Api
@@ -36,16 +49,60 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from ..constants import LEASE_NAME
 from .client import read_json
+from .fence import NotLeader
 from .retry import describe
 
 log = structlog.get_logger(__name__)
 
+T = TypeVar("T")
 Callback = Callable[[], Coroutine[Any, Any, None]]
+Work = Callable[[], Coroutine[Any, Any, T]]
 Clock = Callable[[], float]
 WallClock = Callable[[], datetime]
 
 # Retry periods are stretched by up to this factor (client-go JitterFactor) so candidates desync.
 JITTER = 1.2
+
+
+@dataclass(frozen=True)
+class LeaseTimings:
+    """How long a Lease lasts, how long a leader may fail to renew it, how often it tries."""
+
+    lease_duration: float
+    renew_deadline: float
+    retry_period: float
+
+    def __post_init__(self) -> None:
+        if self.retry_period <= 0 or self.lease_duration < 1:
+            raise ValueError(
+                "retry_period must be > 0 and lease_duration >= 1s (Lease durations are whole seconds)"
+            )
+        if not self.lease_duration > self.renew_deadline > JITTER * self.retry_period:
+            raise ValueError(
+                "need lease_duration > renew_deadline > 1.2 * retry_period, got "
+                f"{self.lease_duration}, {self.renew_deadline}, {self.retry_period}"
+            )
+
+
+# library-go's LeaderElectionDefaulting and LeaderElectionSNOConfig.
+OPENSHIFT_TIMINGS = LeaseTimings(137.0, 107.0, 26.0)
+SINGLE_NODE_TIMINGS = LeaseTimings(270.0, 240.0, 60.0)
+
+
+class LeadershipLost(Exception):
+    """This process stopped holding the Lease: it could not renew in time, or another took it."""
+
+
+class WorkCancelled(Exception):
+    """The leader's work task was cancelled from outside while this process led."""
+
+
+class LeaseHeldElsewhere(Exception):
+    """A single acquisition attempt (`run --once --leader-elect`) found the Lease held."""
+
+    def __init__(self, holder: str, detail: str = "") -> None:
+        self.holder = holder
+        super().__init__(f"lease held by {holder or 'an unknown holder'}{': ' + detail if detail else ''}")
 
 
 def utc_now() -> datetime:
@@ -203,9 +260,9 @@ class LeaderElector:
         api: Any,
         identity: str,
         namespace: str,
-        lease_duration: float = 15.0,
-        renew_deadline: float = 10.0,
-        retry_period: float = 2.0,
+        lease_duration: float = OPENSHIFT_TIMINGS.lease_duration,
+        renew_deadline: float = OPENSHIFT_TIMINGS.renew_deadline,
+        retry_period: float = OPENSHIFT_TIMINGS.retry_period,
         *,
         name: str = LEASE_NAME,
         store: LeaseStore | None = None,
@@ -214,15 +271,7 @@ class LeaderElector:
     ) -> None:
         if not identity:
             raise ValueError("leader election identity must not be empty")
-        if retry_period <= 0 or lease_duration < 1:
-            raise ValueError(
-                "retry_period must be > 0 and lease_duration >= 1s (Lease durations are whole seconds)"
-            )
-        if not lease_duration > renew_deadline > JITTER * retry_period:
-            raise ValueError(
-                "need lease_duration > renew_deadline > 1.2 * retry_period, got "
-                f"{lease_duration}, {renew_deadline}, {retry_period}"
-            )
+        LeaseTimings(lease_duration, renew_deadline, retry_period)  # validates
         self.identity = identity
         self.namespace = namespace
         self.name = name
@@ -234,8 +283,11 @@ class LeaderElector:
         self._wall = wall_clock
         self._observed: LeaseRecord | None = None
         self._observed_at = 0.0
+        # Monotonic time until which writes may be sent (see write_refusal).
+        self._valid_until = -float("inf")
+        self._last_error = ""
         self._leading = asyncio.Event()
-        self._released = False
+        self._lost_reason = ""
         self._running = False
         self._run_task: asyncio.Task[None] | None = None
         self._log = log.bind(lease=f"{namespace}/{name}", identity=identity)
@@ -251,6 +303,16 @@ class LeaderElector:
         """True while `run()` is campaigning or leading (for `/readyz`)."""
         return self._running
 
+    def write_refusal(self) -> NotLeader | None:
+        """None while a write may be sent (the write fence's check); else why not."""
+        if not self._leading.is_set():
+            return NotLeader(f"not the leader (lease {self.namespace}/{self.name} held by {self.leader or 'nobody'})")
+        if self._clock() >= self._valid_until:
+            return NotLeader(
+                f"lease {self.namespace}/{self.name} not renewed within the {self.renew_deadline:g}s renew deadline"
+            )
+        return None
+
     @property
     def leader(self) -> str:
         """The holder last observed ('' when unknown or released)."""
@@ -261,74 +323,95 @@ class LeaderElector:
 
     # --- main loop --------------------------------------------------------------------------------
 
-    async def run(self, on_started_leading: Callback, on_stopped_leading: Callback | None = None) -> None:
-        """Campaign, lead, and campaign again after a loss, until `release()` or cancellation.
+    async def run(self, work: Work[T], on_stopped_leading: Callback | None = None, *, campaign: bool = True) -> T:
+        """Acquire the Lease, then run `work` while renewing it; returns what `work` returns.
 
-        Cancelling this coroutine stops leading without releasing the Lease (a crash, as far as
-        the other candidates can tell: they take over when it expires).
+        `campaign=False` makes one attempt and raises `LeaseHeldElsewhere` when it fails (`--once`).
+        Losing the Lease cancels `work` and raises `LeadershipLost`; `work` failing ends leading and
+        its exception propagates. Cancelling this coroutine stops leading without releasing the
+        Lease (a crash, as far as the other candidates can tell: they take over when it expires).
         """
         self._running = True
         self._run_task = asyncio.current_task()
         try:
-            while not self._released:
-                if not await self._acquire():
-                    break
-                await self._lead(on_started_leading, on_stopped_leading)
+            if campaign:
+                await self._acquire()
+            elif not await self._attempt(self.renew_deadline):
+                raise LeaseHeldElsewhere(self.leader, self._last_error)
+            return await self._lead(work, on_stopped_leading)
         finally:
             self._running = False
 
-    async def _acquire(self) -> bool:
+    async def _acquire(self) -> None:
         self._log.info("campaigning for leadership")
-        while not self._released:
-            if await self._attempt(self.retry_period):
-                return True
+        while not await self._attempt(self.retry_period):
             await asyncio.sleep(self._jittered())
-        return False
 
-    async def _lead(self, on_started_leading: Callback, on_stopped_leading: Callback | None) -> None:
+    async def _lead(self, work: Work[T], on_stopped_leading: Callback | None) -> T:
         self._leading.set()
         self._log.info("started leading")
-        work = asyncio.get_running_loop().create_task(on_started_leading(), name="leader-work")
+        loop = asyncio.get_running_loop()
+        work_task = loop.create_task(work(), name="leader-work")
+        renewal = loop.create_task(self._renew_until_lost(), name="lease-renewal")
         try:
-            await self._renew_until_lost()
+            await asyncio.wait({work_task, renewal}, return_when=asyncio.FIRST_COMPLETED)
         finally:
             self._leading.clear()
-            work.cancel()
-            await asyncio.gather(work, return_exceptions=True)
+            for task in (work_task, renewal):
+                task.cancel()
+            await asyncio.gather(work_task, renewal, return_exceptions=True)
             self._log.info("stopped leading")
             if on_stopped_leading is not None:
                 await on_stopped_leading()
+        if renewal.done() and not renewal.cancelled() and renewal.exception() is None:
+            raise LeadershipLost(self._lost_reason)
+        if work_task.cancelled():  # by someone else: we did not cancel it before it ended
+            raise WorkCancelled("the leader's work was cancelled")
+        return work_task.result()  # its value, or its exception
 
     async def _renew_until_lost(self) -> None:
+        """Renew every retry period; returns (with `_lost_reason` set) once the Lease is lost."""
         last_renew = self._clock()
-        while not self._released:
+        while True:
             await asyncio.sleep(self.retry_period)
             budget = last_renew + self.renew_deadline - self._clock()
             if budget > 0 and await self._attempt(budget):
                 last_renew = self._clock()
                 continue
             if self._observed is not None and self._observed.holder not in ("", self.identity):
-                self._log.warning("lease taken by another candidate", holder=self._observed.holder)
+                self._lost(f"lease taken by {self._observed.holder}")
                 return
             if self._clock() - last_renew >= self.renew_deadline:
-                self._log.warning(
-                    "failed to renew lease within the renew deadline", deadline=self.renew_deadline
-                )
+                self._lost(f"failed to renew the lease within the {self.renew_deadline:g}s renew deadline")
                 return
+
+    def _lost(self, reason: str) -> None:
+        # The fence closes here, before any other task runs again.
+        self._leading.clear()
+        self._valid_until = -float("inf")
+        self._lost_reason = reason
+        self._log.warning("leadership lost", reason=reason)
 
     def _jittered(self) -> float:
         return self.retry_period * (1.0 + (JITTER - 1.0) * random.random())
 
     async def _attempt(self, timeout: float) -> bool:
+        started = self._clock()
         try:
-            return await asyncio.wait_for(self._try_acquire_or_renew(), timeout)
+            acquired = await asyncio.wait_for(self._try_acquire_or_renew(), timeout)
         except asyncio.CancelledError:
             raise
-        except Conflict:
+        except Conflict as exc:
+            self._last_error = str(exc)
             return False
         except Exception as exc:
-            self._log.warning("lease request failed", error=describe(exc))
+            self._last_error = describe(exc)
+            self._log.warning("lease request failed", error=self._last_error)
             return False
+        if acquired:
+            # From the start of the request: the server may have stored it any time after that.
+            self._valid_until = started + self.renew_deadline
+        return acquired
 
     def _observe(self, record: LeaseRecord) -> None:
         if not record.same_record(self._observed):
@@ -374,7 +457,6 @@ class LeaderElector:
         Returns True when the Lease was released. Must not be awaited from the leading task
         (it waits for that task to end).
         """
-        self._released = True
         task = self._run_task
         if task is not None and not task.done() and task is not asyncio.current_task():
             task.cancel()
@@ -397,17 +479,14 @@ class LeaderElector:
 
 
 class AlwaysLeader:
-    """The `LeaderElector` interface for `--no-leader-elect`: leads at once, until released.
-
-    As with `LeaderElector`, the work returning does not end leadership; `release()` or
-    cancelling `run()` does.
-    """
+    """The `LeaderElector` interface for `--no-leader-elect`: leads at once, for as long as the work
+    runs. The admin who turned leader election off vouches that this is the only writer."""
 
     def __init__(self, identity: str = "") -> None:
         self.identity = identity or default_identity()
         self._leading = asyncio.Event()
         self._running = False
-        self._run_task: asyncio.Task[None] | None = None
+        self._run_task: asyncio.Task[Any] | None = None
 
     @property
     def is_leader(self) -> bool:
@@ -421,16 +500,18 @@ class AlwaysLeader:
     def leader(self) -> str:
         return self.identity if self.is_leader else ""
 
+    def write_refusal(self) -> NotLeader | None:
+        return None if self.is_leader else NotLeader("not running the controller's work")
+
     async def wait_leading(self) -> None:
         await self._leading.wait()
 
-    async def run(self, on_started_leading: Callback, on_stopped_leading: Callback | None = None) -> None:
+    async def run(self, work: Work[T], on_stopped_leading: Callback | None = None, *, campaign: bool = True) -> T:
         self._running = True
         self._run_task = asyncio.current_task()
         self._leading.set()
         try:
-            await on_started_leading()
-            await asyncio.Event().wait()  # until cancelled by release() or the caller
+            return await work()
         finally:
             self._leading.clear()
             self._running = False
@@ -443,3 +524,6 @@ class AlwaysLeader:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
         return False
+
+
+Elector = LeaderElector | AlwaysLeader

@@ -16,6 +16,7 @@ import asyncio
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Protocol
 
 import structlog
@@ -203,7 +204,26 @@ class WorkQueue:
         self._wakeup.set()
 
 
-Reconcile = Callable[[str], Awaitable[None]]
+@dataclass(frozen=True, slots=True)
+class ReconcileResult:
+    """What reconciling one key came to (sample-controller's error return, made explicit).
+
+    Done (the default), come back after `requeue_after` seconds, or failed with `error` (a
+    reason and message an admin can read): retried with the key's backoff. `run_workers` and
+    `run --once` map it the same way; an exception escaping a reconcile is a bug, not a result.
+    """
+
+    requeue_after: float | None = None
+    error: str | None = None
+
+
+DONE = ReconcileResult()
+
+class WorkerCancelled(Exception):
+    """A worker was cancelled while the queue was still running."""
+
+
+Reconcile = Callable[[str], Awaitable[ReconcileResult | None]]
 
 
 async def run_workers(
@@ -215,37 +235,56 @@ async def run_workers(
 ) -> None:
     """Run `concurrency` workers until `queue` is shut down and drained.
 
-    Success forgets the key's backoff; an exception is logged and the key re-added rate-limited.
+    Success forgets the key's backoff (and re-adds it after `requeue_after` when asked); a failed
+    result is logged and the key re-added rate-limited. A worker cancelled from outside ends
+    the whole group with `WorkerCancelled` rather than vanish.
     `observe_duration` receives each reconcile's wall time (e.g. a Histogram's `observe`).
     Cancelling this coroutine cancels the workers mid-reconcile.
     """
     if concurrency < 1:
         raise ValueError("concurrency must be >= 1")
 
+    parent = asyncio.current_task()
+
     async def worker(index: int) -> None:
         while (key := await queue.get()) is not None:
             started = time.monotonic()
             try:
-                await reconcile(key)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                delay = queue.add_rate_limited(key)
-                log.error(
-                    "reconcile failed, will retry",
-                    queue=queue.name,
-                    key=key,
-                    error=f"{type(exc).__name__}: {exc}",
-                    retry_in=round(delay, 3),
-                    requeues=queue.num_requeues(key),
-                    exc_info=exc,
-                )
-            else:
-                queue.forget(key)
+                result = await _reconcile_one(key)
             finally:
                 queue.done(key)
                 if observe_duration is not None:
                     observe_duration(time.monotonic() - started)
+            _requeue(key, result)
+
+    async def _reconcile_one(key: str) -> ReconcileResult:
+        try:
+            return await reconcile(key) or DONE
+        except asyncio.CancelledError:
+            if parent is not None and parent.cancelling() == 0:
+                # Cancelled from outside, not by shutdown: a worker gone quietly would leave its
+                # share of the keys unprocessed. End the group so that the supervisor sees it.
+                raise WorkerCancelled(f"{queue.name or 'workqueue'} worker cancelled on {key}") from None
+            raise
+        except Exception as exc:  # a bug: logged with its traceback, retried like a failure
+            log.error("reconcile raised", queue=queue.name, key=key, exc_info=exc)
+            return ReconcileResult(error=f"{type(exc).__name__}: {exc}")
+
+    def _requeue(key: str, result: ReconcileResult) -> None:
+        if result.error is not None:
+            delay = queue.add_rate_limited(key)
+            log.error(
+                "reconcile failed, will retry",
+                queue=queue.name,
+                key=key,
+                error=result.error,
+                retry_in=round(delay, 3),
+                requeues=queue.num_requeues(key),
+            )
+            return
+        queue.forget(key)
+        if result.requeue_after is not None:
+            queue.add_after(key, result.requeue_after)
 
     async with asyncio.TaskGroup() as group:
         for i in range(concurrency):

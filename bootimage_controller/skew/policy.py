@@ -34,6 +34,7 @@ from ..constants import (
     DEFAULT_ENROLLED_PLATFORMS,
     MACHINECONFIGURATION_KIND,
     MACHINECONFIGURATION_NAME,
+    SINGLE_REPLICA_TOPOLOGY,
     Platform,
     SkewMode,
 )
@@ -52,7 +53,7 @@ log = structlog.get_logger(__name__)
 MC_OBJECT = f"{MACHINECONFIGURATION_KIND} {MACHINECONFIGURATION_NAME}"
 SPEC_FIELD = "spec.bootImageSkewEnforcement"
 STATUS_FIELD = "status.bootImageSkewEnforcementStatus"
-SINGLE_REPLICA = "SingleReplica"
+SINGLE_REPLICA = SINGLE_REPLICA_TOPOLOGY
 
 # openshift/api union rules (x-kubernetes-validations messages, verbatim).
 MANUAL_UNION_MESSAGE = "manual is required when mode is Manual, and forbidden otherwise"

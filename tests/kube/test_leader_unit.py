@@ -14,11 +14,18 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
+from bootimage_controller.kube.fence import NotLeader
 from bootimage_controller.kube.leader import (
+    OPENSHIFT_TIMINGS,
+    SINGLE_NODE_TIMINGS,
     AlwaysLeader,
     Conflict,
     LeaderElector,
+    LeadershipLost,
+    LeaseHeldElsewhere,
     LeaseRecord,
+    LeaseTimings,
+    WorkCancelled,
     format_micro_time,
 )
 
@@ -143,40 +150,107 @@ async def test_release_does_nothing_to_someone_elses_lease() -> None:
     assert store.record is not None and store.record.holder == "other"
 
 
-async def test_leader_steps_down_when_it_cannot_renew_within_the_deadline() -> None:
+async def test_leader_that_cannot_renew_stops_writing_and_ends_instead_of_campaigning() -> None:
     store = FakeLeaseStore()
     e = elector(store, "me", renew_deadline=0.3, retry_period=0.05)
     work = Work()
     task = asyncio.create_task(e.run(work.lead, work.stop))
-    try:
-        await eventually(lambda: e.is_leader)
-        store.failing = True
-        await eventually(lambda: work.stopped == 1, timeout=2.0)
-        assert not e.is_leader
-        assert work.cancelled == 1, "the leader's work is cancelled when leadership is lost"
-        assert e.running, "it campaigns again"
-        store.failing = False
-        await eventually(lambda: e.is_leader)  # its own lease: re-acquired at once
-        assert work.started == 2
-    finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
+    await eventually(lambda: e.is_leader)
+    assert e.write_refusal() is None
+    store.failing = True
+    with pytest.raises(LeadershipLost, match="renew deadline"):
+        await asyncio.wait_for(task, 2.0)
+    assert not e.is_leader and not e.running, "no second campaign: the process exits and restarts clean"
+    assert isinstance(e.write_refusal(), NotLeader)
+    assert (work.cancelled, work.stopped) == (1, 1), "the leader's work is cancelled when leadership is lost"
 
 
-async def test_leader_steps_down_when_another_holder_appears() -> None:
+async def test_leader_ends_when_another_holder_appears() -> None:
     store = FakeLeaseStore()
     e = elector(store, "me")
     work = Work()
     task = asyncio.create_task(e.run(work.lead, work.stop))
-    try:
-        await eventually(lambda: e.is_leader)
-        assert store.record is not None
-        store._stored(replace(store.record, holder="intruder"))
-        await eventually(lambda: work.stopped == 1, timeout=1.0)
-        assert not e.is_leader
-    finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
+    await eventually(lambda: e.is_leader)
+    assert store.record is not None
+    store._stored(replace(store.record, holder="intruder"))
+    with pytest.raises(LeadershipLost, match="intruder"):
+        await asyncio.wait_for(task, 1.0)
+    assert work.stopped == 1 and e.write_refusal() is not None
+
+
+async def test_writes_are_refused_past_the_renew_deadline_even_before_the_renewal_loop_notices() -> None:
+    """A frozen process (SIGSTOP) thaws with its renewal loop asleep: the fence is judged by the
+    clock, so the first write after the thaw is refused before any renewal attempt runs."""
+    store = FakeLeaseStore()
+    clock = FakeClock()
+    e = elector(store, "me", clock=clock, lease_duration=15, renew_deadline=10, retry_period=2)
+    assert await e._attempt(1.0)
+    e._leading.set()
+    assert e.write_refusal() is None
+    clock.now += 9.9
+    assert e.write_refusal() is None
+    clock.now += 0.2
+    refusal = e.write_refusal()
+    assert isinstance(refusal, NotLeader) and "renew deadline" in str(refusal)
+
+
+async def test_validity_counts_from_the_start_of_the_renewal_request() -> None:
+    """The server may store a renewal any time after it was sent; counting from its answer would
+    let a slow answer stretch the window past what the other candidates see."""
+    clock = FakeClock()
+
+    class SlowStore(FakeLeaseStore):
+        async def update(self, record: LeaseRecord) -> LeaseRecord:
+            clock.now += 4.0  # the answer takes 4 s
+            return await super().update(record)
+
+    store = SlowStore()
+    store._stored(LeaseRecord("me", 15, "t", "t", 0))
+    e = elector(store, "me", clock=clock, lease_duration=15, renew_deadline=10, retry_period=2)
+    started = clock.now
+    assert await e._attempt(5.0)
+    e._leading.set()
+    clock.now = started + 10.0
+    assert e.write_refusal() is not None
+
+
+async def test_a_single_attempt_names_the_holder_when_the_lease_is_taken() -> None:
+    store = FakeLeaseStore()
+    store._stored(LeaseRecord("replica-b", 137, "t", "t", 0))
+    e = elector(store, "me")
+    work = Work()
+    with pytest.raises(LeaseHeldElsewhere, match="replica-b") as caught:
+        await e.run(work.lead, campaign=False)
+    assert caught.value.holder == "replica-b"
+    assert work.started == 0 and store.record is not None and store.record.holder == "replica-b"
+
+
+async def test_run_returns_what_the_work_returns_and_a_failing_work_propagates() -> None:
+    store = FakeLeaseStore()
+
+    async def finishes() -> int:
+        return 7
+
+    async def breaks() -> int:
+        raise RuntimeError("worker bug")
+
+    assert await elector(store, "me").run(finishes, campaign=False) == 7
+    e = elector(store, "me")
+    with pytest.raises(RuntimeError, match="worker bug"):
+        await e.run(breaks)
+    assert not e.is_leader
+
+
+async def test_work_cancelled_from_outside_ends_leading_with_an_error() -> None:
+    store = FakeLeaseStore()
+    e = elector(store, "me")
+    work = Work()
+    task = asyncio.create_task(e.run(work.lead))
+    await eventually(lambda: work.started == 1)
+    [leader_work] = [t for t in asyncio.all_tasks() if t.get_name() == "leader-work"]
+    leader_work.cancel()
+    with pytest.raises(WorkCancelled):
+        await asyncio.wait_for(task, 1.0)
 
 
 async def test_cancelling_run_stops_leading_without_releasing() -> None:
@@ -263,14 +337,25 @@ def test_micro_time_format() -> None:
 def test_invalid_timings_are_refused(duration: float, deadline: float, retry: float) -> None:
     with pytest.raises(ValueError):
         LeaderElector(None, "me", "ns", duration, deadline, retry, store=FakeLeaseStore())
+    with pytest.raises(ValueError):
+        LeaseTimings(duration, deadline, retry)
 
 
-async def test_always_leader() -> None:
+def test_default_timings_are_library_gos() -> None:
+    """OpenShift operators ride out a 60 s kube-apiserver rollout with these; 15/10/2 s did not."""
+    assert LeaseTimings(137.0, 107.0, 26.0) == OPENSHIFT_TIMINGS
+    assert LeaseTimings(270.0, 240.0, 60.0) == SINGLE_NODE_TIMINGS
+    e = LeaderElector(None, "me", "ns", store=FakeLeaseStore())
+    assert (e.lease_duration, e.renew_deadline, e.retry_period) == (137.0, 107.0, 26.0)
+
+
+async def test_always_leader_leads_while_its_work_runs() -> None:
     work = Work()
     e = AlwaysLeader()
     task = asyncio.create_task(e.run(work.lead, work.stop))
     await eventually(lambda: e.is_leader and work.started == 1)
-    assert e.running
+    assert e.running and e.write_refusal() is None
     await e.release()
     assert task.done() and not e.is_leader and not e.running
     assert (work.cancelled, work.stopped) == (1, 1)
+    assert e.write_refusal() is not None
