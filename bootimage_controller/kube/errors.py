@@ -52,7 +52,8 @@ def status_of(exc: ApiException) -> tuple[str, str]:
     status = _status_body(exc)
     reason = str(status.get("reason") or exc.reason or "")
     message = str(status.get("message") or "")
-    details = status.get("details") if isinstance(status.get("details"), dict) else {}
+    details = status.get("details")
+    details = details if isinstance(details, dict) else {}
     causes = [
         str(c.get("message"))
         for c in (details.get("causes") or [])
