@@ -35,7 +35,8 @@ class Supervisor:
         self._stopping = True
 
     def watch(self, task: asyncio.Task[Any], name: str, *, finite: bool = False) -> asyncio.Task[Any]:
-        """Watch `task`. A `finite` task may end; only an exception from it is a failure."""
+        """Watch `task`. A `finite` task may end or be cancelled (event writers are, at each flush);
+        only an exception from it is a failure."""
         task.add_done_callback(lambda t: self._ended(t, name, finite))
         return task
 
@@ -50,7 +51,7 @@ class Supervisor:
 
     def _ended(self, task: asyncio.Task[Any], name: str, finite: bool) -> None:
         if task.cancelled():
-            if not self._stopping:
+            if not finite and not self._stopping:
                 self.fail(name, "cancelled")
             return
         exc = task.exception()  # retrieved here, so asyncio never reports it as lost

@@ -247,25 +247,27 @@ async def run_workers(
     parent = asyncio.current_task()
 
     async def worker(index: int) -> None:
-        while (key := await queue.get()) is not None:
-            started = time.monotonic()
-            try:
-                result = await _reconcile_one(key)
-            finally:
-                queue.done(key)
-                if observe_duration is not None:
-                    observe_duration(time.monotonic() - started)
-            _requeue(key, result)
+        try:
+            while (key := await queue.get()) is not None:
+                started = time.monotonic()
+                try:
+                    result = await _reconcile_one(key)
+                finally:
+                    queue.done(key)
+                    if observe_duration is not None:
+                        observe_duration(time.monotonic() - started)
+                _requeue(key, result)
+        except asyncio.CancelledError:
+            if parent is not None and parent.cancelling() == 0:
+                # Cancelled from outside, not by shutdown: TaskGroup ignores a cancelled child, and
+                # a worker gone quietly leaves its share of the keys unprocessed. End the group so
+                # that the daemon sees it and exits.
+                raise WorkerCancelled(f"{queue.name or 'workqueue'} worker {index} was cancelled") from None
+            raise
 
     async def _reconcile_one(key: str) -> ReconcileResult:
         try:
             return await reconcile(key) or DONE
-        except asyncio.CancelledError:
-            if parent is not None and parent.cancelling() == 0:
-                # Cancelled from outside, not by shutdown: a worker gone quietly would leave its
-                # share of the keys unprocessed. End the group so that the supervisor sees it.
-                raise WorkerCancelled(f"{queue.name or 'workqueue'} worker cancelled on {key}") from None
-            raise
         except Exception as exc:  # a bug: logged with its traceback, retried like a failure
             log.error("reconcile raised", queue=queue.name, key=key, exc_info=exc)
             return ReconcileResult(error=f"{type(exc).__name__}: {exc}")
