@@ -75,11 +75,13 @@ def run_args(kubeconfig: Path, *extra: str) -> Any:
 
 
 @contextlib.asynccontextmanager
-async def daemon_task(kubeconfig: Path, *extra: str) -> AsyncIterator[asyncio.Task[int]]:
-    """The daemon as a task in this event loop (SIGTERM handling is replaced by cancellation)."""
+async def daemon_task(kubeconfig: Path, *extra: str, leader_elect: bool = False) -> AsyncIterator[asyncio.Task[int]]:
+    """The daemon as a task in this event loop (SIGTERM handling is replaced by cancellation);
+    without leader election unless asked (then pass timings, e.g. `*FAST_LEASE`)."""
     from bootimage_controller import daemon
 
-    task = asyncio.create_task(daemon._run(run_args(kubeconfig, "--no-leader-elect", *extra)))
+    election = () if leader_elect else ("--no-leader-elect",)
+    task = asyncio.create_task(daemon._run(run_args(kubeconfig, *election, *extra)))
     try:
         yield task
     finally:

@@ -7,14 +7,12 @@ the live upgrade gate, `--once` as a whole pass with one exit-code contract, and
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -47,6 +45,7 @@ from .daemon_helpers import (
     FAST_LEASE,
     REPO,
     configmap_from_stream,
+    daemon_task,
     list_machinesets,
     run_args,
     start_daemon_process,
@@ -95,23 +94,12 @@ def condition(mc: dict[str, Any], type_: str) -> dict[str, Any]:
     return next(c for c in (mc.get("status") or {}).get("conditions") or [] if c["type"] == type_)
 
 
-@contextlib.asynccontextmanager
-async def in_process_daemon(kubeconfig: Path, *extra: str) -> AsyncIterator[asyncio.Task[int]]:
-    task = asyncio.create_task(daemon._run(run_args(kubeconfig, *extra)))
-    try:
-        yield task
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await task
-
-
 # ---- the live upgrade gate ------------------------------------------------------------------------
 
 
 async def test_upgrade_gate_follows_the_clusterversion_as_it_is_now(kube_cluster: TestCluster, kube_api: Any) -> None:
     await setup(kube_api, configmap_from_stream(GA_416, "4.16.0"))
-    async with in_process_daemon(kube_cluster.kubeconfig, "--no-leader-elect") as task:
+    async with daemon_task(kube_cluster.kubeconfig) as task:
         await wait_for(lambda: _mc_reconciled(kube_api), 30, "the 4.16 pass")
         # An upgrade starts: history[0] goes Partial, status.desired is unchanged.
         partial = cluster_version()
@@ -259,7 +247,7 @@ async def test_once_releases_claims_of_a_holder_deleted_while_the_daemon_was_dow
 
 async def test_a_dead_worker_ends_the_leader_and_releases_the_lease(kube_cluster: TestCluster, kube_api: Any) -> None:
     await setup(kube_api, configmap_from_stream(GA_416, "4.16.0"))
-    async with in_process_daemon(kube_cluster.kubeconfig, *FAST_LEASE) as task:
+    async with daemon_task(kube_cluster.kubeconfig, *FAST_LEASE, leader_elect=True) as task:
 
         async def leading() -> bool:
             try:
@@ -347,3 +335,24 @@ async def test_a_thawed_ex_leader_sends_no_write_and_exits(fresh_cluster: Cluste
                     proc.send_signal(signal.SIGCONT)
                     proc.kill()
                     proc.wait(10)
+
+
+# ---- Lease timings ----------------------------------------------------------------------------
+
+
+async def test_lease_timings_follow_the_control_plane_topology_unless_flags_say(kube_cluster: TestCluster, kube_api: Any) -> None:
+    from bootimage_controller.kube.client import make_api_client
+    from bootimage_controller.kube.leader import OPENSHIFT_TIMINGS, SINGLE_NODE_TIMINGS, LeaseTimings
+
+    infra = infrastructure("AWS")
+    api = await make_api_client(str(kube_cluster.kubeconfig))
+    try:
+        await apply(kube_api, infra)
+        assert await daemon.lease_timings(api, run_args(kube_cluster.kubeconfig)) == OPENSHIFT_TIMINGS
+        infra["status"]["controlPlaneTopology"] = "SingleReplica"
+        await apply(kube_api, infra)
+        assert await daemon.lease_timings(api, run_args(kube_cluster.kubeconfig)) == SINGLE_NODE_TIMINGS
+        flagged = run_args(kube_cluster.kubeconfig, "--leader-elect-renew-deadline", "3m")
+        assert await daemon.lease_timings(api, flagged) == LeaseTimings(270.0, 180.0, 60.0)
+    finally:
+        await api.close()
