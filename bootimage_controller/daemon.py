@@ -254,9 +254,11 @@ async def _run(args: argparse.Namespace) -> int:
     identity = default_identity()
     namespace = current_namespace()
     supervisor = Supervisor()
+    # A dry run writes nothing, the Lease included: campaigning would take leadership away from
+    # the replica that does the work.
     elector: Elector = (
         LeaderElector(api, identity, namespace, **vars(await lease_timings(api, args)))
-        if args.leader_elect
+        if args.leader_elect and not args.dry_run
         else AlwaysLeader(identity)
     )
     # Every write this process sends, of any kind, is checked against the Lease when it is sent.

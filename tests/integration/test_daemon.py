@@ -190,11 +190,15 @@ async def test_dry_run_writes_nothing(kube_cluster: TestCluster, kube_api: Any) 
 
     await setup_cluster(kube_api, bootimages_configmap("coreos-bootimages-4.22-multistream.yaml"))
     before = await list_machinesets(kube_api)
-    await daemon._run(run_args(kube_cluster.kubeconfig, "--once", "--no-leader-elect", "--dry-run"))
+    # Leader election is on by default: a dry run must not campaign either (it would take the
+    # Lease from the replica that does the work).
+    await daemon._run(run_args(kube_cluster.kubeconfig, "--once", "--dry-run"))
     after = await list_machinesets(kube_api)
     assert {n: o["metadata"]["resourceVersion"] for n, o in after.items()} == {
         n: o["metadata"]["resourceVersion"] for n, o in before.items()
     }
+    leases = await kube_request(kube_api, "GET", f"/apis/coordination.k8s.io/v1/namespaces/{MCO_NAMESPACE}/leases")
+    assert [lease["metadata"]["name"] for lease in leases["items"]] == []
 
 
 async def test_only_the_leader_writes_and_a_killed_leader_hands_over(
