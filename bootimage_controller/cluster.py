@@ -20,6 +20,7 @@ from .constants import (
 )
 from .enrollment import Enrollment
 from .golden import GoldenBootImages
+from .model import get_path, is_mapping
 from .planner import ClusterFacts
 
 
@@ -91,27 +92,20 @@ def upgrade_blocker(cluster_version: Mapping[str, Any] | None) -> str | None:
     """
     if cluster_version is None:
         return "ClusterVersion version not found: the upgrade state is unknown; writing nothing"
-    status: Mapping[str, Any] = _mapping(cluster_version.get("status"))
-    history = status.get("history")
-    history = history if isinstance(history, list) else []
-    newest = history[0] if history and isinstance(history[0], Mapping) else None
-    if newest is None:
+    newest = get_path(cluster_version, ("status", "history", 0))
+    if not is_mapping(newest):
         return "ClusterVersion version has no status.history: an install may be in progress; writing nothing"
     if newest.get("state") != "Completed":
         return (
             f"ClusterVersion status.history[0] is {newest.get('state') or 'unset'} for version "
             f"{newest.get('version') or 'unknown'}: an install or upgrade is in progress; writing nothing"
         )
-    conditions = status.get("conditions")
+    conditions = get_path(cluster_version, ("status", "conditions"))
     for condition in conditions if isinstance(conditions, list) else []:
         if isinstance(condition, Mapping) and condition.get("type") == "Progressing" and condition.get("status") == "True":
             message = condition.get("message") or "no message"
             return f"ClusterVersion is Progressing ({message}): an upgrade is in progress; writing nothing"
     return None
-
-
-def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
 
 
 def current_version(cluster_version: Mapping[str, Any] | None) -> str | None:

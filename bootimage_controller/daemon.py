@@ -440,6 +440,7 @@ async def _serve(
         controller.enqueue_all()
         await run_workers(queue, controller.reconcile, concurrency)
         # The queue was shut down (SIGTERM) and drained: the last words, while still leading.
+        # No rate-based extension of the Event budget here (qps 0.0): SHUTDOWN_GRACE bounds it.
         await _flush(controller, writer, 0.0)
 
     election = loop.create_task(elector.run(lead), name="leader-election")

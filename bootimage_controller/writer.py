@@ -1,10 +1,11 @@
 """Every MachineSet write the daemon makes, and the claim holder's lifecycle (SPEC section 3).
 
 Writes are JSON patches that test `/metadata/resourceVersion` first (see `claims.py`): a 409 or a
-failed `test` (422 saying so) means someone else wrote in between, and the caller re-reads and
-re-plans; it never retries the same patch. Any other refusal (another 422: invalid, 403, retries
-exhausted) raises `ApiError` with the API server's own reason and message. Transient failures (429, 5xx, broken connections) are retried
-with backoff by `kube.retry.with_retries`.
+failed `test` (a 422 without details, see `kube.errors.is_failed_test`) means someone else wrote in
+between, and the caller re-reads and re-plans; it never retries the same patch. Any other refusal
+(a 422 naming an invalid field, a 403, retries exhausted) raises `ApiError` with the API server's
+own reason and message. Transient failures (429, 5xx, broken connections) are retried with
+backoff by `kube.retry.with_retries`.
 
 The garbage collector must never delete a MachineSet because of us (SPEC invariant 4): the holder
 carries a finalizer, so while any MachineSet still refers to it, it cannot disappear; release

@@ -219,6 +219,7 @@ class ReconcileResult:
 
 DONE = ReconcileResult()
 
+
 class WorkerCancelled(Exception):
     """A worker was cancelled while the queue was still running."""
 

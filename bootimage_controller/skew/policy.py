@@ -53,7 +53,6 @@ log = structlog.get_logger(__name__)
 MC_OBJECT = f"{MACHINECONFIGURATION_KIND} {MACHINECONFIGURATION_NAME}"
 SPEC_FIELD = "spec.bootImageSkewEnforcement"
 STATUS_FIELD = "status.bootImageSkewEnforcementStatus"
-SINGLE_REPLICA = SINGLE_REPLICA_TOPOLOGY
 
 # openshift/api union rules (x-kubernetes-validations messages, verbatim).
 MANUAL_UNION_MESSAGE = "manual is required when mode is Manual, and forbidden otherwise"
@@ -290,7 +289,7 @@ def effective_skew_mode(
         return SkewEnforcementStatus(SkewMode.NONE, explanation=f"{SPEC_FIELD} is None")
     if platform == Platform.BAREMETAL:
         return SkewEnforcementStatus(SkewMode.NONE, explanation="bare-metal clusters default to None")
-    if control_plane_topology == SINGLE_REPLICA:
+    if control_plane_topology == SINGLE_REPLICA_TOPOLOGY:
         return SkewEnforcementStatus(SkewMode.NONE, explanation="single-node clusters default to None")
     if platform in DEFAULT_ENROLLED_PLATFORMS and all_machinesets_enrolled:
         kept = (
