@@ -367,7 +367,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         args.ocp_skew_limit, args.rhel_skew_limit, ocp_flag="--ocp-skew-limit", rhel_flag="--rhel-skew-limit"
     )
     skew = plan_inputs.evaluate_plan_skew(prepared, decisions, limits)
-    context = [*prepared.context, cloud_note, f"skew mode {skew.verdict.mode}: {skew.explanation}"]
+    context = [*prepared.context.explanation, cloud_note, f"skew mode {skew.verdict.mode}: {skew.explanation}"]
     context += [f"stream mismatch (not enforced): {m.message}" for m in skew.verdict.mismatches if skew.verdict.upgradeable]
     report = plan_output.PlanReport.build(decisions, skew.verdict.to_json(), context)
     if args.write_patched:
@@ -417,14 +417,11 @@ async def _verify_rounds(
     verifier: Any, prepared: PreparedPlan, decisions: list[BootImageDecision]
 ) -> tuple[PreparedPlan, list[BootImageDecision]]:
     """Ask the clouds about the images the offline plan names, then plan again with the answers."""
-    from dataclasses import replace
-
     from . import plan_inputs
     from .cloud.queries import verify_decisions
 
     facts = await verify_decisions(verifier, decisions)
-    cloud_facts = replace(prepared.facts, cloud=facts, cloud_platforms=frozenset(str(p) for p in verifier.platforms))
-    prepared = replace(prepared, facts=cloud_facts)
+    prepared = prepared.with_cloud(facts, frozenset(str(p) for p in verifier.platforms))
     return prepared, plan_inputs.run_planner(prepared)
 
 

@@ -1,8 +1,9 @@
-"""From the cluster's objects to the planner's inputs. Pure: used by the daemon and by `plan`.
+"""The cluster objects the planner's context comes from, and pure facts read off them.
 
-The daemon's caches and `plan`'s files both hold raw objects; this module turns them into the
-typed `PlanningContext` once per change, so a pass over 5,000 MachineSets parses the golden data
-and the enrollment once, not 5,000 times.
+`CLUSTER_READS` is the one table of what is read: the daemon's informers and `plan --from-cluster`
+are both built from it, so neither can read something the other does not. `ClusterObjects` holds
+what was found (any of it may be missing); `context.planning_context` turns it into the planner's
+inputs.
 """
 
 from __future__ import annotations
@@ -11,35 +12,100 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .cloud.facts import CloudFacts
 from .constants import (
+    BOOTIMAGES_CONFIGMAP,
+    CLUSTERVERSION_NAME,
+    CLUSTERVERSION_PLURAL,
+    CONFIG_GROUP,
+    CONFIG_VERSION,
     CONTROL_PLANE_NODE_LABELS,
+    CPMS_KIND,
+    CPMS_NAME,
+    CPMS_PLURAL,
+    CPMS_PROVIDER_SPEC_PATH,
+    CPMS_VERSION,
+    INFRASTRUCTURE_NAME,
+    INFRASTRUCTURE_PLURAL,
     KUBE_TO_RPM_ARCH,
     LABEL_ARCH,
+    MACHINE_API_GROUP,
+    MACHINECONFIGURATION_KIND,
+    MACHINECONFIGURATION_NAME,
+    MACHINECONFIGURATION_PLURAL,
+    MACHINESET_KIND,
+    MACHINESET_PLURAL,
+    MACHINESET_PROVIDER_SPEC_PATH,
+    MACHINESET_VERSION,
+    MAPI_NAMESPACE,
+    MCO_NAMESPACE,
+    OPERATOR_GROUP,
+    OPERATOR_VERSION,
+    PROVIDER_KIND_PLATFORM,
     RPM_ARCHES,
 )
-from .enrollment import Enrollment
-from .golden import GoldenBootImages
 from .model import get_path, is_mapping
-from .planner import ClusterFacts
+
+
+@dataclass(frozen=True)
+class ClusterRead:
+    """One kind of object the planner's context (or the work itself) is read from."""
+
+    role: str  # the informer's name, and the `ClusterObjects` field for single objects
+    group: str  # "" for the core API
+    version: str
+    kind: str
+    plural: str
+    namespace: str | None = None  # None: cluster-scoped
+    name: str | None = None  # None: every object (of `label_selector`)
+    label_selector: str | None = None
+    used_for: str = ""
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+
+# What is read, for both the daemon and `plan` (SPEC section 1 has the same table in prose).
+CLUSTER_READS: tuple[ClusterRead, ...] = (
+    ClusterRead(MACHINESET_KIND, MACHINE_API_GROUP, MACHINESET_VERSION, MACHINESET_KIND, MACHINESET_PLURAL,
+                MAPI_NAMESPACE, used_for="what is reconciled; their providerSpec kinds name the platform "
+                "when Infrastructure does not"),
+    ClusterRead(CPMS_KIND, MACHINE_API_GROUP, CPMS_VERSION, CPMS_KIND, CPMS_PLURAL, MAPI_NAMESPACE, CPMS_NAME,
+                used_for="reconciled like a MachineSet when enrolled"),
+    ClusterRead("bootimages", "", "v1", "ConfigMap", "configmaps", MCO_NAMESPACE, BOOTIMAGES_CONFIGMAP,
+                used_for="the golden boot images"),
+    ClusterRead("machineconfiguration", OPERATOR_GROUP, OPERATOR_VERSION, MACHINECONFIGURATION_KIND,
+                MACHINECONFIGURATION_PLURAL, None, MACHINECONFIGURATION_NAME,
+                used_for="enrollment and the skew setting"),
+    ClusterRead("infrastructure", CONFIG_GROUP, CONFIG_VERSION, "Infrastructure", INFRASTRUCTURE_PLURAL, None,
+                INFRASTRUCTURE_NAME, used_for="platform and control-plane topology"),
+    ClusterRead("clusterversion", CONFIG_GROUP, CONFIG_VERSION, "ClusterVersion", CLUSTERVERSION_PLURAL, None,
+                CLUSTERVERSION_NAME, used_for="the upgrade gate, install version, multi-architecture"),
+    *(
+        ClusterRead(f"nodes:{label}", "", "v1", "Node", "nodes", label_selector=label,
+                    used_for="control-plane architecture and aleph annotations")
+        for label in CONTROL_PLANE_NODE_LABELS
+    ),
+)
+MACHINE_READS = tuple(r for r in CLUSTER_READS if r.kind in (MACHINESET_KIND, CPMS_KIND))
+SINGLE_READS = tuple(r for r in CLUSTER_READS if r.name is not None and r not in MACHINE_READS)
+NODE_READS = tuple(r for r in CLUSTER_READS if r.kind == "Node")
 
 
 @dataclass(frozen=True)
 class ClusterObjects:
-    """The raw objects the planner's inputs come from (any may be missing)."""
+    """The raw objects the planner's inputs come from (any may be missing).
+
+    `origins` says where each single object came from (a file for `plan`), by role, for messages.
+    """
 
     bootimages: Mapping[str, Any] | None = None
     machine_configuration: Mapping[str, Any] | None = None
     infrastructure: Mapping[str, Any] | None = None
     cluster_version: Mapping[str, Any] | None = None
     nodes: Sequence[Mapping[str, Any]] = field(default_factory=tuple)
-
-
-@dataclass(frozen=True)
-class PlanningContext:
-    golden: GoldenBootImages
-    enrollment: Enrollment
-    facts: ClusterFacts
+    machines: Sequence[Mapping[str, Any]] = field(default_factory=tuple)
+    origins: Mapping[str, str] = field(default_factory=dict)
 
 
 def platform_of(infrastructure: Mapping[str, Any] | None) -> str | None:
@@ -47,6 +113,17 @@ def platform_of(infrastructure: Mapping[str, Any] | None) -> str | None:
     platform_status = status.get("platformStatus") or {}
     value = platform_status.get("type") or status.get("platform")
     return value if isinstance(value, str) and value else None
+
+
+def provider_spec_platforms(machines: Iterable[Mapping[str, Any]]) -> set[str]:
+    """The platforms the machines' providerSpec kinds name (kinds we do not know are left out)."""
+    out: set[str] = set()
+    for m in machines:
+        path = CPMS_PROVIDER_SPEC_PATH if m.get("kind") == CPMS_KIND else MACHINESET_PROVIDER_SPEC_PATH
+        kind = get_path(m, (*path, "kind"))
+        if isinstance(kind, str) and kind in PROVIDER_KIND_PLATFORM:
+            out.add(str(PROVIDER_KIND_PLATFORM[kind]))
+    return out
 
 
 def control_plane_topology(infrastructure: Mapping[str, Any] | None) -> str | None:
@@ -59,15 +136,19 @@ def is_control_plane_node(node: Mapping[str, Any]) -> bool:
     return any(label in labels for label in CONTROL_PLANE_NODE_LABELS)
 
 
-def control_plane_arch(nodes: Iterable[Mapping[str, Any]]) -> str | None:
-    """RPM arch of the control-plane Nodes (`kubernetes.io/arch` label), if any says."""
+def control_plane_arches(nodes: Iterable[Mapping[str, Any]]) -> dict[str, list[str]]:
+    """RPM arch -> names of the control-plane Nodes whose `kubernetes.io/arch` label says it.
+
+    A value that is neither naming is kept as given, so a message can show it.
+    """
+    out: dict[str, list[str]] = {}
     for node in nodes:
         if not is_control_plane_node(node):
             continue
-        value = ((node.get("metadata") or {}).get("labels") or {}).get(LABEL_ARCH)
-        if isinstance(value, str) and value in KUBE_TO_RPM_ARCH:
-            return KUBE_TO_RPM_ARCH[value]
-    return None
+        value = (get_path(node, ("metadata", "labels")) or {}).get(LABEL_ARCH)
+        if isinstance(value, str) and value:
+            out.setdefault(normalise_arch(value) or value, []).append(str(get_path(node, ("metadata", "name"))))
+    return out
 
 
 def normalise_arch(value: str) -> str | None:
@@ -113,30 +194,3 @@ def current_version(cluster_version: Mapping[str, Any] | None) -> str | None:
     if history and isinstance(history[0], Mapping) and isinstance(history[0].get("version"), str):
         return str(history[0]["version"])
     return None
-
-
-def planning_context(
-    objects: ClusterObjects,
-    *,
-    arch_override: str | None = None,
-    cloud: CloudFacts | None = None,
-    cloud_platforms: frozenset[str] = frozenset(),
-    golden: GoldenBootImages | None = None,
-) -> PlanningContext:
-    """Raises the project's InputError subclasses (golden data, enrollment) naming object and field."""
-    if golden is None:
-        if objects.bootimages is None:
-            from .errors import GoldenDataError
-
-            raise GoldenDataError("ConfigMap openshift-machine-config-operator/coreos-bootimages", None, "not found")
-        golden = GoldenBootImages.from_configmap(objects.bootimages)
-    platform = platform_of(objects.infrastructure)
-    enrollment = Enrollment.from_machine_configuration(objects.machine_configuration, platform)
-    facts = ClusterFacts(
-        platform=platform,
-        control_plane_arch=arch_override or control_plane_arch(objects.nodes) or "x86_64",
-        multi_arch=is_multi_arch(objects.cluster_version),
-        cloud=cloud,
-        cloud_platforms=cloud_platforms,
-    )
-    return PlanningContext(golden, enrollment, facts)

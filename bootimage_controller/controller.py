@@ -26,19 +26,21 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from . import observability as obs
 from .claims import HotLoopRecord, hot_loop_check, is_our_reference, record_annotations
 from .cloud.facts import CloudFacts
-from .cluster import ClusterObjects, PlanningContext, planning_context, upgrade_blocker
+from .cluster import (
+    CLUSTER_READS,
+    MACHINE_READS,
+    NODE_READS,
+    ClusterObjects,
+    ClusterRead,
+    provider_spec_platforms,
+    upgrade_blocker,
+)
 from .constants import (
     ACTIONABLE_SKIPS,
     ANNOTATION_HOT_LOOP,
-    BOOTIMAGES_CONFIGMAP,
     CLAIM_FINALIZER,
     CLAIM_HOLDER_NAME,
     CLAIM_HOLDER_NAMESPACE,
-    CLUSTERVERSION_NAME,
-    CLUSTERVERSION_PLURAL,
-    CONFIG_GROUP,
-    CONFIG_VERSION,
-    CONTROL_PLANE_NODE_LABELS,
     CPMS_KIND,
     CPMS_NAME,
     CPMS_PLURAL,
@@ -49,21 +51,15 @@ from .constants import (
     EVENT_TYPE_NORMAL,
     EVENT_TYPE_WARNING,
     EVENT_UPDATED,
-    INFRASTRUCTURE_NAME,
-    INFRASTRUCTURE_PLURAL,
     MACHINE_API_GROUP,
-    MACHINECONFIGURATION_NAME,
-    MACHINECONFIGURATION_PLURAL,
     MACHINESET_KIND,
     MACHINESET_PLURAL,
     MACHINESET_VERSION,
     MAPI_NAMESPACE,
-    MCO_NAMESPACE,
-    OPERATOR_GROUP,
-    OPERATOR_VERSION,
     Action,
     Reason,
 )
+from .context import PlanningContext, planning_context
 from .errors import BootImageControllerError
 from .kube.errors import ApiError
 from .kube.fence import NotLeader, UpgradeGateClosed, write_preconditions
@@ -221,31 +217,13 @@ class Controller:
 
     # ---- informers ------------------------------------------------------------------------------
     def _make_informers(self, api: Any) -> dict[str, Informer]:
-        def custom(group: str, version: str, plural: str, namespace: str | None, name: str | None = None) -> Informer:
-            # absent_ok: a cluster without one of these CRDs (e.g. no ControlPlaneMachineSet) must not
-            # keep the daemon unready forever; the kind simply has no objects.
-            return Informer(
-                ListWatch.custom_objects(api, group, version, plural, namespace, name=name), absent_ok=True
-            )
-
-        informers = {
-            MACHINESET_KIND: custom(MACHINE_API_GROUP, MACHINESET_VERSION, MACHINESET_PLURAL, MAPI_NAMESPACE),
-            CPMS_KIND: custom(MACHINE_API_GROUP, CPMS_VERSION, CPMS_PLURAL, MAPI_NAMESPACE, CPMS_NAME),
-            "bootimages": Informer(ListWatch.config_maps(api, MCO_NAMESPACE, name=BOOTIMAGES_CONFIGMAP)),
-            "holder": Informer(ListWatch.config_maps(api, CLAIM_HOLDER_NAMESPACE, name=CLAIM_HOLDER_NAME)),
-            "machineconfiguration": custom(
-                OPERATOR_GROUP, OPERATOR_VERSION, MACHINECONFIGURATION_PLURAL, None, MACHINECONFIGURATION_NAME
-            ),
-            "infrastructure": custom(CONFIG_GROUP, CONFIG_VERSION, INFRASTRUCTURE_PLURAL, None, INFRASTRUCTURE_NAME),
-            "clusterversion": custom(CONFIG_GROUP, CONFIG_VERSION, CLUSTERVERSION_PLURAL, None, CLUSTERVERSION_NAME),
-            "nodes": Informer(ListWatch.nodes(api, label_selector=CONTROL_PLANE_NODE_LABELS[0])),
-            "nodes-cp": Informer(ListWatch.nodes(api, label_selector=CONTROL_PLANE_NODE_LABELS[1])),
-        }
-        for kind in (MACHINESET_KIND, CPMS_KIND):
-            informers[kind].add_handler(
+        informers = {read.role: Informer(_list_watch(api, read), absent_ok=read.group != "") for read in CLUSTER_READS}
+        informers["holder"] = Informer(ListWatch.config_maps(api, CLAIM_HOLDER_NAMESPACE, name=CLAIM_HOLDER_NAME))
+        for read in MACHINE_READS:
+            informers[read.role].add_handler(
                 on_add=self._machine_added, on_update=self._machine_updated, on_delete=self._machine_deleted
             )
-        for name in ("bootimages", "infrastructure", "nodes", "nodes-cp"):
+        for name in ("bootimages", "infrastructure", *(r.role for r in NODE_READS)):
             informers[name].add_handler(
                 on_add=self._cluster_changed, on_update=self._cluster_updated, on_delete=self._cluster_changed
             )
@@ -277,15 +255,26 @@ class Controller:
         return f"{obj.get('kind', MACHINESET_KIND)}/{meta.get('namespace', '')}/{meta.get('name', '')}"
 
     def _machine_added(self, obj: dict[str, Any]) -> None:
+        self._platform_evidence_changed()
         self._enqueue(self.machine_key(obj))
 
     def _machine_updated(self, old: dict[str, Any], new: dict[str, Any]) -> None:
         # Only what the planner reads: replicas, status and our own resourceVersion bumps do not count
         # (the MCO's filter: labels, annotations, owner references, providerSpec).
         if relevant_view(old) != relevant_view(new):
+            if provider_spec_platforms([old]) != provider_spec_platforms([new]):
+                self._platform_evidence_changed()
             self._enqueue(self.machine_key(new))
 
+    def _platform_evidence_changed(self) -> None:
+        # Without an Infrastructure platform the MachineSets' providerSpec kinds name it
+        # (`context.platform_fact`): adding, removing or re-kinding one can change it.
+        ctx = self._inputs.context if self._inputs is not None else None
+        if ctx is not None and ctx.platform_from_machines:
+            self._cluster_changed()
+
     def _machine_deleted(self, obj: dict[str, Any]) -> None:
+        self._platform_evidence_changed()
         self.states.pop(self.machine_key(obj), None)
         self._superseded.pop(self.machine_key(obj), None)
         self._hot_loops.pop(str((obj.get("metadata") or {}).get("uid", "")), None)
@@ -348,8 +337,7 @@ class Controller:
 
         # Control-plane Nodes carry the master label, the control-plane label, or both.
         nodes = {
-            (n.get("metadata") or {}).get("name"): n
-            for n in self.informers["nodes"].list() + self.informers["nodes-cp"].list()
+            (n.get("metadata") or {}).get("name"): n for read in NODE_READS for n in self.informers[read.role].list()
         }
         return ClusterObjects(
             bootimages=one("bootimages"),
@@ -357,6 +345,7 @@ class Controller:
             infrastructure=one("infrastructure"),
             cluster_version=one("clusterversion"),
             nodes=tuple(nodes.values()),
+            machines=tuple(o for read in MACHINE_READS for o in self.informers[read.role].list()),
         )
 
     def inputs(self) -> ClusterInputs:
@@ -726,3 +715,17 @@ __all__ = [
     "fresh_machines",
     "release_all_claims",
 ]
+
+
+def _list_watch(api: Any, read: ClusterRead) -> ListWatch:
+    """The informer's list/watch for one row of `CLUSTER_READS`."""
+    if read.kind == "ConfigMap":
+        assert read.namespace is not None
+        return ListWatch.config_maps(api, read.namespace, name=read.name)
+    if read.kind == "Node":
+        return ListWatch.nodes(api, label_selector=read.label_selector)
+    # absent_ok (above): a cluster without one of these CRDs (e.g. no ControlPlaneMachineSet) must
+    # not keep the daemon unready forever; the kind simply has no objects.
+    return ListWatch.custom_objects(
+        api, read.group, read.version, read.plural, read.namespace, name=read.name, label_selector=read.label_selector
+    )

@@ -221,7 +221,10 @@ class PassReporter:
         previous = ((inputs.objects.machine_configuration or {}).get("status") or {}).get(
             "bootImageSkewEnforcementStatus"
         )
-        return assessment.status.to_merge_patch(previous)
+        patch = assessment.status.to_merge_patch(previous)
+        if patch is None:
+            log.debug("skew status not written: its record is unknown", explanation=assessment.status.explanation)
+        return patch
 
     def _metrics(self, states: list[MachineSetState]) -> None:
         counts: dict[tuple[str, str], int] = {}

@@ -22,6 +22,10 @@ class InputError(BootImageControllerError):
         where = f"{obj}: {field}" if field else obj
         super().__init__(f"{where}: {problem}")
 
+    def located(self, origin: str | None) -> InputError:
+        """The same error naming where the object came from (a file), when that is known."""
+        return type(self)(f"{origin}: {self.obj}", self.field, self.problem) if origin else self
+
 
 class GoldenDataError(InputError):
     """The coreos-bootimages ConfigMap or a stream JSON document is unusable."""

@@ -23,48 +23,33 @@ from typing import Any
 import structlog
 import yaml
 
-from . import cluster
 from .cloud.facts import CloudFacts
+from .cluster import CLUSTER_READS, ClusterObjects, ClusterRead
 from .constants import (
     AWS_CREDENTIALS_SECRET,
     AZURE_CREDENTIALS_SECRET,
     BOOTIMAGES_CONFIGMAP,
     CLUSTERVERSION_NAME,
-    CLUSTERVERSION_PLURAL,
     CONFIG_GROUP,
-    CONFIG_VERSION,
-    CONTROL_PLANE_NODE_LABELS,
     CPMS_KIND,
-    CPMS_NAME,
-    CPMS_PLURAL,
-    CPMS_PROVIDER_SPEC_PATH,
-    CPMS_VERSION,
     GCP_CREDENTIALS_SECRET,
     INFRASTRUCTURE_NAME,
-    INFRASTRUCTURE_PLURAL,
-    LABEL_ARCH,
     MACHINE_API_GROUP,
     MACHINECONFIGURATION_KIND,
     MACHINECONFIGURATION_NAME,
-    MACHINECONFIGURATION_PLURAL,
     MACHINESET_KIND,
-    MACHINESET_PLURAL,
-    MACHINESET_PROVIDER_SPEC_PATH,
-    MACHINESET_VERSION,
     MAPI_NAMESPACE,
     MCO_NAMESPACE,
     OPERATOR_GROUP,
-    OPERATOR_VERSION,
-    PROVIDER_KIND_PLATFORM,
     Action,
     Platform,
     Reason,
 )
-from .enrollment import Enrollment
+from .context import PlanningContext, planning_context
 from .errors import BootImageControllerError, InputError
 from .golden import GoldenBootImages
 from .model import BootImageDecision, get_path
-from .planner import ClusterFacts, plan_all
+from .planner import plan_all
 from .skew.assess import assess_skew
 from .skew.verdict import SkewLimits, SkewVerdict
 
@@ -385,90 +370,22 @@ def load_bootimages_file(path: Path) -> GoldenSource:
     return GoldenSource(golden, f"ConfigMap {chosen.name} ({chosen.source})")
 
 
-# ---- cluster facts -------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Fact:
-    """A value and the sentence saying where it came from (shown under the table)."""
-
-    value: Any
-    origin: str
-
-
-def platform_fact(inputs: PlanInputs) -> Fact:
-    """Infrastructure's platform; without it, the one platform the MachineSets' providerSpecs name.
-
-    Inferring is for `plan` on a folder of MachineSets only: without a platform every MachineSet
-    would be `NotEnrolled` (the enrollment default depends on it), which helps nobody.
-    """
-    infra = inputs.infrastructure
-    if infra is not None:
-        platform = cluster.platform_of(infra.obj)
-        if platform:
-            return Fact(platform, f"Infrastructure cluster ({infra.source})")
-    kinds = {get_path(m.obj, (*_provider_spec_path(m), "kind")) for m in inputs.machines}
-    platforms = {str(PROVIDER_KIND_PLATFORM[k]) for k in kinds if isinstance(k, str) and k in PROVIDER_KIND_PLATFORM}
-    if len(platforms) == 1:
-        platform = platforms.pop()
-        return Fact(platform, "no platform in an Infrastructure cluster among the inputs; taken from the MachineSets' providerSpec kind")
-    return Fact(None, "unknown: no Infrastructure cluster among the inputs and no single platform in the MachineSets")
-
-
-def _provider_spec_path(m: SourcedObject) -> tuple[str, ...]:
-    return CPMS_PROVIDER_SPEC_PATH if m.kind == CPMS_KIND else MACHINESET_PROVIDER_SPEC_PATH
-
-
-def control_plane_arch_fact(inputs: PlanInputs, override: str | None) -> Fact:
-    """`--control-plane-arch`, then the control-plane Nodes' `kubernetes.io/arch`, then x86_64."""
-    if override:
-        return Fact(override, "--control-plane-arch")
-    arches: dict[str, list[str]] = {}
-    for node in control_plane_nodes(inputs):
-        value = (get_path(node.obj, ("metadata", "labels")) or {}).get(LABEL_ARCH)
-        if isinstance(value, str) and value:
-            arches.setdefault(cluster.normalise_arch(value) or value, []).append(node.name)
-    if not arches:
-        return Fact("x86_64", "default (no control-plane Node with a kubernetes.io/arch label among the inputs)")
-    # The most common one; a mixed control plane is unusual enough to say so.
-    arch = max(sorted(arches), key=lambda a: len(arches[a]))
-    origin = f"{LABEL_ARCH} of control-plane Nodes {', '.join(arches[arch])}"
-    others = [a for a in sorted(arches) if a != arch]
-    if others:
-        origin += f" (other control-plane Nodes report {', '.join(others)})"
-    return Fact(arch, origin)
-
-
-def control_plane_nodes(inputs: PlanInputs) -> list[SourcedObject]:
-    return [n for n in inputs.nodes if cluster.is_control_plane_node(n.obj)]
-
-
-def enrollment_from(inputs: PlanInputs, platform: str | None) -> Enrollment:
-    """Enrollment from MachineConfiguration `cluster` (absent: the platform default)."""
-    mc = inputs.machine_configuration
-    try:
-        return Enrollment.from_machine_configuration(mc.obj if mc else None, platform)
-    except InputError as exc:
-        raise _in_file(exc, mc) from None
-
-
-def _in_file(exc: InputError, obj: SourcedObject | None) -> InputError:
-    # The parsers know the object and the field; the administrator also needs the file.
-    return type(exc)(f"{obj.source}: {exc.obj}" if obj else exc.obj, exc.field, exc.problem)
+# ---- the planner's context ---------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class PreparedPlan:
-    """The planner's arguments, and a line per fact saying where it came from."""
+    """The planner's context (the daemon's, built by the same function) and the inputs it came from."""
 
     inputs: PlanInputs
-    golden: GoldenBootImages
-    facts: ClusterFacts
-    enrollment: Enrollment
-    context: tuple[str, ...]
+    context: PlanningContext
 
     def objects_by_key(self) -> dict[tuple[str, str, str], Mapping[str, Any]]:
         return {(m.kind, m.namespace, m.name): m.obj for m in self.inputs.machines}
+
+    def with_cloud(self, cloud: CloudFacts, platforms: frozenset[str]) -> PreparedPlan:
+        facts = replace(self.context.facts, cloud=cloud, cloud_platforms=platforms)
+        return replace(self, context=replace(self.context, facts=facts))
 
 
 def prepare(
@@ -476,48 +393,27 @@ def prepare(
     *,
     bootimages_file: str | None = None,
     control_plane_arch: str | None = None,
-    cloud: CloudFacts | None = None,
-    cloud_platforms: frozenset[str] = frozenset(),
 ) -> PreparedPlan:
     """Golden data, cluster facts and enrollment; raises `InputError` naming file, object, field."""
     golden = golden_from(inputs, bootimages_file)
-    platform = platform_fact(inputs)
-    arch = control_plane_arch_fact(inputs, control_plane_arch)
-    multi = cluster.is_multi_arch(inputs.cluster_version.obj if inputs.cluster_version else None)
-    enrollment = enrollment_from(inputs, platform.value)
-    facts = ClusterFacts(
-        platform=platform.value,
-        control_plane_arch=arch.value,
-        multi_arch=multi,
-        cloud=cloud,
-        cloud_platforms=cloud_platforms,
+    context = planning_context(
+        cluster_objects(inputs),
+        golden=golden.golden,
+        golden_origin=golden.description,
+        arch_override=control_plane_arch,
     )
-    context = [
-        f"golden boot images: {golden.description}; {_streams_summary(golden.golden)}",
-        f"platform: {platform.value or 'unknown'} ({platform.origin})",
-        f"control-plane architecture: {arch.value} ({arch.origin})"
-        + ("; multi-architecture cluster (ClusterVersion status.desired.architecture Multi)" if multi else ""),
-        f"enrollment: MachineSets {enrollment.machinesets.mode}, ControlPlaneMachineSet {enrollment.cpms.mode} "
-        f"({enrollment.source})",
-    ]
-    return PreparedPlan(inputs, golden.golden, facts, enrollment, tuple(context))
+    return PreparedPlan(inputs, context)
 
 
 def run_planner(prepared: PreparedPlan) -> list[BootImageDecision]:
     """`planner.plan_all` over the inputs; an object too broken to parse is named by its file."""
     machines = prepared.inputs.machines
-    decisions = plan_all([m.obj for m in machines], prepared.golden, prepared.facts, prepared.enrollment)
+    ctx = prepared.context
+    decisions = plan_all([m.obj for m in machines], ctx.golden, ctx.facts, ctx.enrollment)
     return [
         replace(d, message=f"{m.source}: {d.message}") if d.reason == Reason.INVALID_OBJECT else d
         for m, d in zip(machines, decisions, strict=True)
     ]
-
-
-def _streams_summary(golden: GoldenBootImages) -> str:
-    names = [f"{golden.default.name} (default)"] + [n for n in sorted(golden.streams) if n != golden.default.name]
-    names += [f"{n} (invalid)" for n in sorted(golden.invalid_streams)]
-    release = f"release {golden.release_version}, " if golden.release_version else ""
-    return f"{release}streams {', '.join(names)}"
 
 
 # ---- skew --------------------------------------------------------------------------------------
@@ -545,29 +441,39 @@ def evaluate_plan_skew(
     try:
         assessment = assess_skew(
             cluster_objects(inputs),
-            prepared.enrollment,
+            prepared.context.enrollment,
             [(d, objects.get((d.kind, d.namespace, d.name))) for d in decisions],
             limits,
             degraded=bool(errors),
             degraded_message="; ".join(f"{d.namespace}/{d.name}: {d.reason}" for d in errors),
-            golden=prepared.golden,
-            facts=prepared.facts,
+            golden=prepared.context.golden,
+            facts=prepared.context.facts,
         )
     except InputError as exc:
-        raise _in_file(exc, mc) from None
+        raise exc.located(mc.source if mc else None) from None
     return SkewOutcome(assessment.verdict, assessment.status.explanation)
 
 
-def cluster_objects(inputs: PlanInputs) -> cluster.ClusterObjects:
-    def obj(item: SourcedObject | None) -> Mapping[str, Any] | None:
+def cluster_objects(inputs: PlanInputs) -> ClusterObjects:
+    singles = {
+        "bootimages": inputs.bootimages,
+        "machineconfiguration": inputs.machine_configuration,
+        "infrastructure": inputs.infrastructure,
+        "clusterversion": inputs.cluster_version,
+    }
+
+    def obj(role: str) -> Mapping[str, Any] | None:
+        item = singles[role]
         return item.obj if item is not None else None
 
-    return cluster.ClusterObjects(
-        bootimages=obj(inputs.bootimages),
-        machine_configuration=obj(inputs.machine_configuration),
-        infrastructure=obj(inputs.infrastructure),
-        cluster_version=obj(inputs.cluster_version),
+    return ClusterObjects(
+        bootimages=obj("bootimages"),
+        machine_configuration=obj("machineconfiguration"),
+        infrastructure=obj("infrastructure"),
+        cluster_version=obj("clusterversion"),
         nodes=tuple(n.obj for n in inputs.nodes),
+        machines=tuple(m.obj for m in inputs.machines),
+        origins={role: item.source for role, item in singles.items() if item is not None},
     )
 
 
@@ -625,33 +531,31 @@ async def _fetch_cluster_objects(kubeconfig: str | None, with_secrets: bool) -> 
 
 
 def _cluster_reads(co: Any, core: Any) -> list[_Read]:
-    # Raw responses (`_preload_content=False`): the objects exactly as the API server sent them,
-    # unknown fields included, with no typed model to reject or rename anything.
+    """One read per row of `cluster.CLUSTER_READS`, the table the daemon's informers come from.
+
+    Raw responses (`_preload_content=False`): the objects exactly as the API server sent them,
+    unknown fields included, with no typed model to reject or rename anything.
+    """
+    return [_Read(_what(r), r.api_version, r.kind, _read_call(co, core, r), is_list=r.name is None) for r in CLUSTER_READS]
+
+
+def _what(read: ClusterRead) -> str:
+    if read.label_selector:
+        return f"{read.kind}s {read.label_selector}"
+    return f"{read.kind} {read.name}" if read.name else f"{read.kind}s"
+
+
+def _read_call(co: Any, core: Any, read: ClusterRead) -> Any:
     raw = {"_preload_content": False}
-    mapi = f"{MACHINE_API_GROUP}/{MACHINESET_VERSION}"
-    return [
-        _Read("MachineSets", mapi, MACHINESET_KIND, lambda: co.list_namespaced_custom_object(
-            MACHINE_API_GROUP, MACHINESET_VERSION, MAPI_NAMESPACE, MACHINESET_PLURAL, **raw), is_list=True),
-        _Read("ControlPlaneMachineSet", f"{MACHINE_API_GROUP}/{CPMS_VERSION}", CPMS_KIND,
-              lambda: co.get_namespaced_custom_object(
-                  MACHINE_API_GROUP, CPMS_VERSION, MAPI_NAMESPACE, CPMS_PLURAL, CPMS_NAME, **raw)),
-        _Read("MachineConfiguration", f"{OPERATOR_GROUP}/{OPERATOR_VERSION}", MACHINECONFIGURATION_KIND,
-              lambda: co.get_cluster_custom_object(
-                  OPERATOR_GROUP, OPERATOR_VERSION, MACHINECONFIGURATION_PLURAL, MACHINECONFIGURATION_NAME, **raw)),
-        _Read("Infrastructure", f"{CONFIG_GROUP}/{CONFIG_VERSION}", "Infrastructure",
-              lambda: co.get_cluster_custom_object(
-                  CONFIG_GROUP, CONFIG_VERSION, INFRASTRUCTURE_PLURAL, INFRASTRUCTURE_NAME, **raw)),
-        _Read("ClusterVersion", f"{CONFIG_GROUP}/{CONFIG_VERSION}", "ClusterVersion",
-              lambda: co.get_cluster_custom_object(
-                  CONFIG_GROUP, CONFIG_VERSION, CLUSTERVERSION_PLURAL, CLUSTERVERSION_NAME, **raw)),
-        _Read("ConfigMap coreos-bootimages", "v1", "ConfigMap",
-              lambda: core.read_namespaced_config_map(BOOTIMAGES_CONFIGMAP, MCO_NAMESPACE, **raw)),
-        *(
-            _Read(f"Nodes {label}", "v1", "Node",
-                  lambda label=label: core.list_node(label_selector=label, **raw), is_list=True)
-            for label in CONTROL_PLANE_NODE_LABELS
-        ),
-    ]
+    if read.kind == "ConfigMap":
+        return lambda: core.read_namespaced_config_map(read.name, read.namespace, **raw)
+    if read.kind == "Node":
+        return lambda: core.list_node(label_selector=read.label_selector, **raw)
+    if read.name is None:
+        return lambda: co.list_namespaced_custom_object(read.group, read.version, read.namespace, read.plural, **raw)
+    if read.namespace is None:
+        return lambda: co.get_cluster_custom_object(read.group, read.version, read.plural, read.name, **raw)
+    return lambda: co.get_namespaced_custom_object(read.group, read.version, read.namespace, read.plural, read.name, **raw)
 
 
 async def _run_read(read: _Read) -> list[SourcedObject]:

@@ -8,10 +8,8 @@ act on the decisions. Rules run in the SPEC's order; the first that decides wins
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
-from .cloud.facts import CloudFacts
 from .constants import (
     ANNOTATION_AUTOSCALER_LABELS,
     CLAIM_HOLDER_NAME,
@@ -26,29 +24,14 @@ from .constants import (
     Action,
     Reason,
 )
+from .context import ClusterFacts
 from .enrollment import Enrollment
 from .errors import InputError
 from .golden import GoldenBootImages
-from .index import PublishedImageIndex
 from .model import BootImageDecision, MachineResource, dotted, get_path, is_mapping
 from .providers import rules_for_platform
 from .providers._common import release_rhel_major
 from .providers.base import Failure, RuleContext, Skip, Target
-
-
-@dataclass(frozen=True)
-class ClusterFacts:
-    """What the planner knows about the cluster besides the MachineSet itself."""
-
-    platform: str | None = None  # Infrastructure status.platformStatus.type
-    control_plane_arch: str = "x86_64"  # RPM name
-    multi_arch: bool = False  # ClusterVersion status.desired.architecture == Multi
-    published: PublishedImageIndex = field(default_factory=PublishedImageIndex.bundled)
-    # Cloud answers (rule 9). None: offline planning. `cloud_platforms` lists the platforms whose
-    # lookups were made, so a missing answer means "not found" only for those.
-    cloud: CloudFacts | None = None
-    cloud_platforms: frozenset[str] = frozenset()
-    vcenter_available: bool = False
 
 
 def plan_all(
@@ -310,4 +293,4 @@ def _arch_from_annotation(value: str | None) -> str | None:
     return None
 
 
-__all__ = ["ClusterFacts", "get_path", "identify_boot_image", "is_our_owner_reference", "plan_all", "plan_machine"]
+__all__ = ["get_path", "identify_boot_image", "is_our_owner_reference", "plan_all", "plan_machine"]

@@ -15,14 +15,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from ..constants import Platform, Reason
+from ..context import ClusterFacts
 from ..golden import ArchBootImages, GoldenBootImages, GoldenStream
 from ..model import FieldChange, JsonPath, MachineResource
-
-if TYPE_CHECKING:
-    from ..planner import ClusterFacts
 
 
 @dataclass(frozen=True)

@@ -12,10 +12,11 @@ from typing import Any
 
 from ..cluster import ClusterObjects, control_plane_topology, is_control_plane_node, platform_of
 from ..constants import LABEL_OSSTREAM, MACHINESET_KIND, Action, Reason
+from ..context import ClusterFacts
 from ..enrollment import Enrollment, SelectionMode
 from ..golden import GoldenBootImages
 from ..model import BootImageDecision, get_path
-from ..planner import ClusterFacts, identify_boot_image
+from ..planner import identify_boot_image
 from .policy import (
     SkewEnforcementStatus,
     SkewSetting,
@@ -26,6 +27,7 @@ from .policy import (
 )
 from .record import machineset_boot_image, min_aleph
 from .verdict import MachineSetSkewInput, SkewLimits, SkewVerdict, evaluate_skew
+from .versions import OcpVersion
 
 
 @dataclass(frozen=True)
@@ -61,7 +63,8 @@ def assess_skew(
     install_version = install_version_from_cluster_version(cluster.cluster_version)
     status = effective_skew_mode(
         setting,
-        platform=platform_of(cluster.infrastructure),
+        # The planner's platform (Infrastructure's, or the one the providerSpecs name without it).
+        platform=facts.platform if facts is not None else platform_of(cluster.infrastructure),
         control_plane_topology=control_plane_topology(cluster.infrastructure),
         all_machinesets_enrolled=enrollment.machinesets.mode is SelectionMode.ALL,
         install_version=install_version,
@@ -111,7 +114,7 @@ def _annotations(obj: Mapping[str, Any] | None) -> Mapping[str, str]:
 
 
 def _skew_input(
-    d: BootImageDecision, obj: Mapping[str, Any] | None, aleph: str | None, install_version: Any
+    d: BootImageDecision, obj: Mapping[str, Any] | None, aleph: str | None, install_version: OcpVersion | None
 ) -> MachineSetSkewInput:
     labels = get_path(obj, ("metadata", "labels")) if obj is not None else None
     label = labels.get(LABEL_OSSTREAM) if isinstance(labels, Mapping) else None

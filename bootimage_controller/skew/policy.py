@@ -190,13 +190,26 @@ class SkewEnforcementStatus:
             out["manual"] = self.manual.to_dict()
         return out
 
-    def to_merge_patch(self, previous: Mapping[str, Any] | None) -> dict[str, Any]:
-        """`to_status()` plus explicit nulls for keys of `previous` that must go.
+    @property
+    def complete(self) -> bool:
+        """False when the mode needs a record that is unknown (Automatic or Manual seeded from an
+        install version nobody knows): the API would refuse such a status, and nothing is invented."""
+        if self.mode is SkewMode.AUTOMATIC:
+            return self.automatic is not None
+        if self.mode is SkewMode.MANUAL:
+            return self.manual is not None
+        return True
+
+    def to_merge_patch(self, previous: Mapping[str, Any] | None) -> dict[str, Any] | None:
+        """`to_status()` plus explicit nulls for keys of `previous` that must go; None when the
+        status is not `complete` (then nothing is written and the previous status stays).
 
         A JSON merge patch merges objects: without the nulls, switching `automatic` from
         `{ocpVersion}` to `{rhcosVersion}` would keep the stale ocpVersion (the MCO replaces the
         whole struct).
         """
+        if not self.complete:
+            return None
         return _with_nulls(self.to_status(), previous)
 
     def recorded_release(self) -> BootImageRelease | None:
@@ -214,7 +227,7 @@ class SkewEnforcementStatus:
         errors: int,
         target_releases: list[str] | tuple[str, ...],
         configmap_release_version: str | None,
-        install_version: OcpVersion,
+        install_version: OcpVersion | None,
     ) -> SkewEnforcementStatus:
         """The status after a MachineSet pass: only the Automatic record moves (record.py)."""
         if self.mode is not SkewMode.AUTOMATIC:
@@ -273,7 +286,7 @@ def effective_skew_mode(
     platform: str | None,
     control_plane_topology: str | None,
     all_machinesets_enrolled: bool,
-    install_version: OcpVersion,
+    install_version: OcpVersion | None,
     previous_status: SkewEnforcementStatus | None,
 ) -> SkewEnforcementStatus:
     """The skew status to enforce and write back (module docstring has the rules).
@@ -297,9 +310,10 @@ def effective_skew_mode(
             if previous_status and previous_status.mode is SkewMode.AUTOMATIC
             else None
         )
+        seed = BootImageRecord.for_ocp(install_version) if install_version is not None else None
         return SkewEnforcementStatus(
             SkewMode.AUTOMATIC,
-            automatic=kept or BootImageRecord.for_ocp(install_version),
+            automatic=kept or seed,
             explanation=f"every MachineSet is enrolled for boot image updates on {platform}",
         )
     why = (
@@ -309,28 +323,35 @@ def effective_skew_mode(
     )
     return SkewEnforcementStatus(
         SkewMode.MANUAL,
-        manual=ManualSkew.at_install_version(install_version),
-        explanation=f"{why}: Manual at the install version {install_version} until {SPEC_FIELD} is set",
+        manual=ManualSkew.at_install_version(install_version) if install_version is not None else None,
+        explanation=(
+            f"{why}: Manual at the install version "
+            f"{install_version if install_version is not None else UNKNOWN_INSTALL_VERSION} until {SPEC_FIELD} is set"
+        ),
     )
 
 
-def install_version_from_cluster_version(cv: Mapping[str, Any] | None) -> OcpVersion:
+def install_version_from_cluster_version(cv: Mapping[str, Any] | None) -> OcpVersion | None:
     """The install version: the oldest Completed `status.history` entry (the list is newest
-    first, so scan from the end); none Completed -> the oldest entry; nothing usable -> 0.0.0,
-    which is conservative: it holds upgrades rather than hiding an old boot image.
+    first, so scan from the end); none Completed -> the oldest entry. None when nothing says: no
+    ClusterVersion, no history, or a version that does not parse. Unknown is never guessed (an
+    invented `0.0.0` would report a boot image nobody has and hold upgrades over it).
     """
     status = cv.get("status") if isinstance(cv, Mapping) else None
     history = status.get("history") if isinstance(status, Mapping) else None
     entries = [h for h in history if isinstance(h, Mapping)] if isinstance(history, list) else []
     if not entries:
-        return OcpVersion(0, 0, 0)
+        return None
     chosen = next((h for h in reversed(entries) if h.get("state") == "Completed"), entries[-1])
     version = chosen.get("version")
     try:
         return OcpVersion.parse(str(version or ""), "ClusterVersion version status.history[].version")
     except InputError:
         log.warning("install_version_unparseable", value=version)
-        return OcpVersion(0, 0, 0)
+        return None
+
+
+UNKNOWN_INSTALL_VERSION = "unknown (no ClusterVersion with a usable status.history)"
 
 
 def cluster_version_minor(cv: Mapping[str, Any] | None) -> str | None:

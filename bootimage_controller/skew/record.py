@@ -130,14 +130,15 @@ def machineset_boot_image(
     decision_current_release: str | None,
     decision_release_source: str | None,
     aleph_min: str | None,
-    install_version: OcpVersion,
-) -> BootImageRelease:
+    install_version: OcpVersion | None,
+) -> BootImageRelease | None:
     """A MachineSet's boot image release, from the best evidence (SPEC section 5, in order).
 
     1. our `boot-image-release` annotation (what we last wrote);
     2. the planner's `current_release` when its source is GoldenData, BundledIndex or Cloud;
     3. the oldest control-plane aleph (MachineSets never updated still boot the install image);
-    4. the ClusterVersion install version, as an OCP version.
+    4. the ClusterVersion install version, as an OCP version;
+    None when none of these says (no ClusterVersion either): unknown, never guessed.
 
     A value that is not an RHCOS build id (a hand-edited annotation, an FCOS aleph) is passed over
     with a log line and the next source is used. The fallbacks describe the install-time boot image,
@@ -157,6 +158,8 @@ def machineset_boot_image(
         _warn_once("current_release_ignored", decision_current_release, source=str(source))
     if aleph_min and _is_rhcos(aleph_min):
         return BootImageRelease.rhcos(aleph_min.strip(), ReleaseSource.ALEPH)
+    if install_version is None:
+        return None
     return BootImageRelease.ocp(install_version, ReleaseSource.INSTALL_VERSION)
 
 
@@ -351,12 +354,13 @@ def automatic_record_after_pass(
     errors: int,
     target_releases: Iterable[str],
     configmap_release_version: str | None,
-    install_version: OcpVersion,
+    install_version: OcpVersion | None,
 ) -> BootImageRecord | None:
     """The Automatic-mode record after one MachineSet pass (reference section 11.3).
 
     - errors > 0: untouched (errors hold upgrades through Degraded instead);
-    - skips and no errors: the install version (a skipped MachineSet may still boot it);
+    - skips and no errors: the install version (a skipped MachineSet may still boot it); untouched
+      when the install version is unknown;
     - clean pass: the oldest RHCOS build id among `target_releases` (the targets of every
       MachineSet now at its target: patched or already up to date) as `rhcosVersion`; when there
       is none, the ConfigMap `releaseVersion` as `ocpVersion`; when that is missing or unusable,
@@ -372,7 +376,7 @@ def automatic_record_after_pass(
     if errors > 0:
         return current
     if skipped > 0:
-        return BootImageRecord.for_ocp(install_version)
+        return BootImageRecord.for_ocp(install_version) if install_version is not None else current
     oldest = _oldest_recordable(target_releases)
     if oldest is not None:
         return BootImageRecord(rhcos_version=oldest)

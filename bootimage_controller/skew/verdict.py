@@ -127,7 +127,7 @@ class MachineSetSkewInput:
 
     name: str
     stream_label: str | None
-    release: BootImageRelease
+    release: BootImageRelease | None  # None: nothing says what it boots (see record.machineset_boot_image)
 
 
 @dataclass(frozen=True)
@@ -155,6 +155,7 @@ def stream_mismatches(machinesets: Sequence[MachineSetSkewInput]) -> tuple[Strea
         m = _STREAM_LABEL.fullmatch(ms.stream_label or "")
         if (
             m is None
+            or ms.release is None
             or ms.release.kind is not ReleaseKind.RHCOS
             or ms.release.source not in MACHINESET_SOURCES
         ):
@@ -181,6 +182,7 @@ class SkewVerdict:
     offenders: tuple[str, ...] = ()  # MachineSets whose boot image contradicts their stream label
     mismatches: tuple[StreamMismatch, ...] = ()  # the same, with the details for events and plan
     below_limit: tuple[str, ...] = ()  # MachineSets whose boot image is below its limit
+    unknown: tuple[str, ...] = ()  # MachineSets whose boot image nothing identifies (not judged)
 
     def to_json(self) -> dict[str, Any]:
         """The `skew` object of `plan -o json` (SPEC section 4), keys exact."""
@@ -234,6 +236,9 @@ def evaluate_skew(
     upgradeable, reason, message = _outcome(
         status, below, mismatches, cluster_image, limits, degraded, degraded_message, cluster_version_minor
     )
+    unknown = tuple(sorted(ms.name for ms in machinesets if ms.release is None)) if _judges_machinesets(status) else ()
+    if unknown:
+        message += f"; {unknown_message(unknown)}"
     return SkewVerdict(
         mode=status.mode,
         upgradeable=upgradeable,
@@ -244,6 +249,16 @@ def evaluate_skew(
         offenders=tuple(m.name for m in mismatches),
         mismatches=mismatches,
         below_limit=tuple(sorted({name for name, _ in below if name})),
+        unknown=unknown,
+    )
+
+
+def unknown_message(names: Sequence[str]) -> str:
+    shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+    return (
+        f"not judged: the boot image of {shown} is unknown (not a known published image, no "
+        "boot-image-release record, no aleph on the control-plane Nodes, and no ClusterVersion "
+        "install version); an unknown boot image is reported, never guessed"
     )
 
 
@@ -270,13 +285,16 @@ def _outcome(
 def _judged(
     status: SkewEnforcementStatus, machinesets: Sequence[MachineSetSkewInput]
 ) -> list[tuple[str, BootImageRelease]]:
-    """(MachineSet name or "", release) pairs the mode judges."""
-    if status.mode is SkewMode.AUTOMATIC and machinesets:
-        return [(ms.name, ms.release) for ms in machinesets]
-    if status.mode is SkewMode.NONE:
-        return [(ms.name, ms.release) for ms in machinesets]
+    """(MachineSet name or "", release) pairs the mode judges; unknown boot images are not judged."""
+    known = [(ms.name, ms.release) for ms in machinesets if ms.release is not None]
+    if _judges_machinesets(status) and known:
+        return known
     recorded = status.recorded_release()
     return [("", recorded)] if recorded is not None else []
+
+
+def _judges_machinesets(status: SkewEnforcementStatus) -> bool:
+    return status.mode in (SkewMode.AUTOMATIC, SkewMode.NONE)
 
 
 def _below_reasons(
@@ -305,7 +323,8 @@ def _none_message(mismatches: Sequence[StreamMismatch]) -> str:
 
 def _ok_message(status: SkewEnforcementStatus, image: BootImageRelease | None, limits: SkewLimits) -> str:
     if image is None:
-        return f"Boot image skew ({status.mode}): no boot image version to judge"
+        why = f" ({status.explanation})" if status.explanation else ""
+        return f"Boot image skew ({status.mode}): no boot image version to judge{why}"
     return (
         f"Boot image skew ({status.mode}): the oldest boot image {image.value} (source {image.source}) is "
         f"within the limits (OCP {limits.ocp}, RHEL {limits.rhel})"

@@ -17,6 +17,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 import yaml
+from harness.objects import example_objects
 
 from .conftest import EXAMPLE, Run
 
@@ -28,15 +29,6 @@ CV = "/apis/config.openshift.io/v1/clusterversions/version"
 CM = "/api/v1/namespaces/openshift-machine-config-operator/configmaps/coreos-bootimages"
 NODES = "/api/v1/nodes"
 SECRETS = "/api/v1/namespaces/openshift-machine-api/secrets/"
-
-
-def example_objects() -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    for path in sorted(EXAMPLE.rglob("*.yaml")):
-        for doc in yaml.safe_load_all(path.read_text()):
-            if doc:
-                out.extend(doc["items"] if doc["kind"].endswith("List") else [doc])
-    return out
 
 
 class FakeApi:

@@ -62,6 +62,7 @@ from bootimage_controller.constants import (
 FIXTURES: Final = Path(__file__).resolve().parents[1] / "fixtures"
 MACHINESET_FIXTURES: Final = FIXTURES / "machinesets"
 CONFIGMAP_FIXTURES: Final = FIXTURES / "configmaps"
+EXAMPLE_CLUSTER: Final = Path(__file__).resolve().parents[2] / "examples" / "aws-4.16-cluster"
 
 INFRA_ID: Final = "mycluster-7xk2p"  # the infrastructure name used by the MachineSet fixtures
 CLUSTER_ID: Final = "5d3e8f0c-2c1b-4f7e-9a53-7c1f0e9b2a41"
@@ -344,6 +345,20 @@ def _strip_server_metadata(obj: dict[str, Any]) -> dict[str, Any]:
         meta.pop(key, None)
     obj.pop("status", None)
     return obj
+
+
+def example_objects(*, strip_server_metadata: bool = False) -> list[dict[str, Any]]:
+    """Every object of the bundled example cluster (`kind: List` files expanded)."""
+    out: list[dict[str, Any]] = []
+    for path in sorted(EXAMPLE_CLUSTER.rglob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            if doc:
+                out.extend(doc["items"] if doc["kind"].endswith("List") else [doc])
+    if strip_server_metadata:
+        for obj in out:
+            for key in _SERVER_METADATA:
+                obj["metadata"].pop(key, None)
+    return out
 
 
 def bootimages_configmap(path: str | Path = "coreos-bootimages-4.18.yaml") -> dict[str, Any]:

@@ -349,15 +349,15 @@ def cv(*entries: tuple[str, Any]) -> dict[str, Any]:
         (cv(("Partial", "4.16.3"), ("Completed", "4.13.4"), ("Partial", "4.12.0")), OcpVersion(4, 13, 4)),
         # none Completed: the oldest entry
         (cv(("Partial", "4.16.3"), ("Partial", "4.15.0-rc.2")), OcpVersion(4, 15, 0)),
-        # nothing usable: 0.0.0 (conservative)
-        (cv(), OcpVersion(0, 0, 0)),
-        (cv(("Completed", "garbage")), OcpVersion(0, 0, 0)),
-        (cv(("Completed", None)), OcpVersion(0, 0, 0)),
-        ({"status": {"history": "nope"}}, OcpVersion(0, 0, 0)),
-        (None, OcpVersion(0, 0, 0)),
+        # nothing usable: unknown, never an invented 0.0.0
+        (cv(), None),
+        (cv(("Completed", "garbage")), None),
+        (cv(("Completed", None)), None),
+        ({"status": {"history": "nope"}}, None),
+        (None, None),
     ],
 )
-def test_install_version(value: Any, expected: OcpVersion) -> None:
+def test_install_version(value: Any, expected: OcpVersion | None) -> None:
     assert install_version_from_cluster_version(value) == expected
 
 

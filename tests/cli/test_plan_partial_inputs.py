@@ -1,0 +1,51 @@
+"""`plan` on partial inputs says what it does not know instead of inventing it (issue 13, item 5)."""
+
+from __future__ import annotations
+
+import copy
+import shutil
+from pathlib import Path
+
+import yaml
+
+from .conftest import CONFIGMAP_422, EXAMPLE, MACHINESETS, Run, load_yaml
+
+CLUSTER_VERSION = "clusterversions"
+
+
+def test_no_clusterversion_means_an_unknown_install_version_not_0_0_0(run: Run, tmp_path: Path) -> None:
+    # A MachineSet nothing identifies (AMI filters): its boot image is unknown without a ClusterVersion.
+    shutil.copy(MACHINESETS / "aws-x86_64-ami-filters.yaml", tmp_path)
+    shutil.copy(CONFIGMAP_422, tmp_path)
+    result = run("plan", tmp_path, "-o", "json", "--fail-on-skew")
+    assert result.code == 0, result.err
+    skew = result.json()["skew"]
+    assert skew["clusterBootImage"] is None
+    assert skew["upgradeable"] is True
+    assert "0.0.0" not in skew["message"]
+    assert "is unknown" in skew["message"] and "mycluster-7xk2p-worker-us-west-2a" in skew["message"]
+
+
+def test_example_without_clusterversion_keeps_what_other_evidence_says(run: Run, tmp_path: Path) -> None:
+    tree = tmp_path / "cluster"
+    shutil.copytree(EXAMPLE, tree)
+    shutil.rmtree(next(tree.rglob(CLUSTER_VERSION)))
+    full = run("plan", EXAMPLE, "-o", "json").json()
+    partial = run("plan", tree, "-o", "json").json()
+    # The decisions do not depend on the ClusterVersion (no multi-arch here); the skew verdict is
+    # judged from the MachineSets' own images, which the bundled index identifies.
+    assert partial["machineSets"] == full["machineSets"]
+    assert partial["skew"]["clusterBootImage"] == full["skew"]["clusterBootImage"]
+
+
+def test_broken_providerspec_without_infrastructure_is_an_error_not_not_enrolled(run: Run, tmp_path: Path) -> None:
+    good = load_yaml(MACHINESETS / "aws-x86_64-us-east-1a-4.16.yaml")
+    broken = copy.deepcopy(good)
+    broken["metadata"]["name"] = "broken"
+    broken["spec"]["template"]["spec"]["providerSpec"]["value"]["ami"] = "not-a-map"
+    (tmp_path / "machinesets.yaml").write_text(yaml.safe_dump_all([good, broken]))
+    shutil.copy(CONFIGMAP_422, tmp_path)
+    result = run("plan", tmp_path, "-o", "json")
+    rows = {m["name"]: (m["action"], m["reason"]) for m in result.json()["machineSets"]}
+    assert rows["broken"] == ("error", "InvalidProviderSpec"), result.out
+    assert rows[good["metadata"]["name"]][0] == "patch"
