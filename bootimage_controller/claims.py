@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from .constants import (
@@ -23,6 +23,7 @@ from .constants import (
     CLAIM_HOLDER_NAME,
     HOT_LOOP_LIMIT,
 )
+from .kube.times import format_time
 from .model import BootImageDecision, FieldChange, JsonPath
 
 JsonPatch = list[dict[str, Any]]
@@ -106,14 +107,10 @@ def hot_loop_check(
     return HotLoopRecord(fingerprint, previous.count + 1)
 
 
-def rfc3339(now: datetime) -> str:
-    return now.astimezone(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
-
-
 def record_annotations(decision: BootImageDecision, hot_loop: HotLoopRecord, now: datetime) -> dict[str, str]:
     record = {
         ANNOTATION_STREAM: decision.stream or "",
-        ANNOTATION_UPDATED_AT: rfc3339(now),
+        ANNOTATION_UPDATED_AT: format_time(now),
         ANNOTATION_PREVIOUS: json.dumps(decision.current, sort_keys=True, separators=(",", ":")),
         ANNOTATION_HOT_LOOP: hot_loop.to_annotation(),
     }

@@ -48,6 +48,7 @@ from .constants import (
 )
 from .kube.client import send_and_discard
 from .kube.retry import Sleep, describe, with_retries
+from .kube.times import format_time
 
 if TYPE_CHECKING:
     from kubernetes_asyncio.client import CoreV1Api
@@ -160,10 +161,6 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-def _rfc3339(t: datetime) -> str:
-    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 class EventRecorder:
     """Creates and aggregates core/v1 Events. Counters `created`, `aggregated`, `dropped`."""
 
@@ -248,7 +245,7 @@ class EventRecorder:
     async def _record(self, ref: ObjectRef, type_: str, reason: str, message: str) -> None:
         key = (ref, type_, reason, message)
         now_mono = self._clock()
-        stamp = _rfc3339(self._wall())
+        stamp = format_time(self._wall())
         seen = self._recent.get(key)
         fresh = seen is not None and now_mono - seen.seen_at <= self._window
         if seen is not None and fresh and await self._bump(seen, stamp):

@@ -15,7 +15,7 @@ from typing import Any
 import structlog
 from kubernetes_asyncio.client import CoreV1Api, CustomObjectsApi
 
-from .claims import boot_image_patch, rfc3339
+from .claims import boot_image_patch
 from .constants import (
     ANNOTATION_BOOT_IMAGE_UPDATES,
     ANNOTATION_PREVIOUS,
@@ -28,6 +28,7 @@ from .constants import (
 )
 from .errors import InputError
 from .kube.errors import ApiError
+from .kube.times import format_time
 from .model import FieldChange, JsonPath, MachineResource, get_path
 from .writer import MachineSetWriter, WriteResult
 
@@ -90,7 +91,7 @@ async def rollback_machineset(api: Any, namespace: str, name: str, *, dry_run: b
         return 1
     annotations = {
         ANNOTATION_PREVIOUS: json.dumps(changes[0].old, sort_keys=True, separators=(",", ":")),
-        ANNOTATION_UPDATED_AT: rfc3339(datetime.now(UTC)),
+        ANNOTATION_UPDATED_AT: format_time(datetime.now(UTC)),
         ANNOTATION_BOOT_IMAGE_UPDATES: BOOT_IMAGE_UPDATES_DISABLED,
     }
     ops = boot_image_patch(obj, changes, annotations, holder.uid)

@@ -32,7 +32,7 @@ import math
 import time
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import datetime
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar, cast
 
@@ -71,6 +71,7 @@ from .constants import (
     Reason,
 )
 from .kube.retry import Backoff, Sleep, describe, with_retries
+from .kube.times import format_time
 
 if TYPE_CHECKING:
     from kubernetes_asyncio.client import CustomObjectsApi
@@ -83,13 +84,6 @@ MERGE_PATCH = "application/merge-patch+json"
 MAX_LISTED_ERRORS = 10
 # 409 Conflict: re-read and retry this many times before giving up until the next change.
 MAX_CONFLICT_RETRIES = 5
-
-
-def format_time(now: datetime) -> str:
-    """RFC 3339 in UTC with second precision, as `metav1.Time` serialises (naive means UTC)."""
-    if now.tzinfo is None:
-        now = now.replace(tzinfo=UTC)
-    return now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _truncate(message: str, limit: int = CONDITION_MESSAGE_MAX) -> str:

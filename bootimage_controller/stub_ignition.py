@@ -44,7 +44,7 @@ import posixpath
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from enum import StrEnum
 from typing import Any, NoReturn
 
@@ -60,6 +60,7 @@ from .constants import (
 )
 from .errors import UserDataError
 from .kube.retry import CONNECTION_ERRORS, describe, with_retries
+from .kube.times import format_time
 from .model import JsonPath, dotted
 
 log = structlog.get_logger(__name__)
@@ -898,12 +899,6 @@ class StubUpgradeResult:
         return None if self.ok else self.message
 
 
-def rfc3339(now: datetime) -> str:
-    if now.tzinfo is None:
-        raise ValueError("now must be timezone-aware")
-    return now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 class _Conflict(Exception):
     """The Secret changed between our read and our write (409)."""
 
@@ -925,7 +920,7 @@ async def ensure_stub_ignition_v3(
     raises for API or data problems: those come back as an `INVALID` or `FAILED` result, so one bad
     secret costs only the MachineSets that use it.
     """
-    stamp = rfc3339(now)
+    stamp = format_time(now)
     result = None
     for _ in range(max(1, conflict_attempts)):
         try:
@@ -1050,5 +1045,4 @@ __all__ = [
     "StubUpgradeResult",
     "convert_stub_ignition",
     "ensure_stub_ignition_v3",
-    "rfc3339",
 ]

@@ -51,6 +51,7 @@ from ..constants import LEASE_NAME
 from .client import read_json
 from .fence import NotLeader
 from .retry import describe
+from .times import format_micro_time
 
 log = structlog.get_logger(__name__)
 
@@ -107,17 +108,6 @@ class LeaseHeldElsewhere(Exception):
 
 def utc_now() -> datetime:
     return datetime.now(UTC)
-
-
-def format_micro_time(dt: datetime) -> str:
-    """RFC 3339 with exactly 6 fractional digits and `Z` (metav1.MicroTime's wire format).
-
-    `datetime.isoformat()` drops the fraction when it is zero, which MicroTime refuses, and
-    says `+00:00`; a naive datetime is taken to be UTC already.
-    """
-    if dt.tzinfo is not None:
-        dt = dt.astimezone(UTC)
-    return dt.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def default_identity() -> str:

@@ -26,8 +26,8 @@ from bootimage_controller.kube.leader import (
     LeaseRecord,
     LeaseTimings,
     WorkCancelled,
-    format_micro_time,
 )
+from bootimage_controller.kube.times import format_micro_time
 
 WAIT = 5.0
 
