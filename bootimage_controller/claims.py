@@ -175,11 +175,3 @@ def release_patch(obj: Mapping[str, Any]) -> JsonPatch | None:
     for i in reversed(indexes):  # highest index first so earlier indexes stay valid
         ops.append({"op": "remove", "path": f"/metadata/ownerReferences/{i}"})
     return ops
-
-
-def hot_loop_patch(obj: Mapping[str, Any], record: HotLoopRecord) -> JsonPatch:
-    meta = obj.get("metadata") or {}
-    return [
-        {"op": "test", "path": "/metadata/resourceVersion", "value": meta.get("resourceVersion")},
-        *annotation_ops(meta, {ANNOTATION_HOT_LOOP: record.to_annotation()}),
-    ]

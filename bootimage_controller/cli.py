@@ -29,6 +29,7 @@ from .constants import (
     DEFAULT_OCP_SKEW_LIMIT,
     DEFAULT_RHEL_SKEW_LIMIT,
     MAPI_NAMESPACE,
+    OUTPUT_FORMATS,
 )
 from .errors import BootImageControllerError, VersionError
 
@@ -161,7 +162,7 @@ def _add_plan(sub: Any) -> None:
                    help="the coreos-bootimages ConfigMap, or a bare stream metadata JSON (wins over the inputs)")
     p.add_argument("--from-cluster", action="store_true", help="read the objects from a live cluster instead of PATHs")
     p.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig for --from-cluster (default: $KUBECONFIG, ~/.kube/config)")
-    p.add_argument("-o", "--output", choices=("table", "json", "yaml"), default="table", help="output format (default: table)")
+    p.add_argument("-o", "--output", choices=OUTPUT_FORMATS, default="table", help="output format (default: table)")
     p.add_argument("--write-patched", metavar="DIR",
                    help="write DIR/<namespace>_<name>.yaml for each MachineSet to patch (for GitOps)")
     p.add_argument("--cloud-verify", action="store_true",
@@ -233,7 +234,7 @@ def _add_release_claims(sub: Any) -> None:
     p = sub.add_parser("release-claims", help="remove all our owner references, then the claims finalizer")
     _add_kubeconfig(p, "default: in-cluster, else $KUBECONFIG or ~/.kube/config")
     _add_logging(p)
-    p.set_defaults(handler=_lazy("daemon", "release_claims"))
+    p.set_defaults(handler=_lazy("commands", "release_claims"))
 
 
 def _add_rollback(sub: Any) -> None:
@@ -243,7 +244,7 @@ def _add_rollback(sub: Any) -> None:
     p.add_argument("--dry-run", action="store_true", help="show the change without writing it")
     _add_kubeconfig(p, "default: in-cluster, else $KUBECONFIG or ~/.kube/config")
     _add_logging(p)
-    p.set_defaults(handler=_lazy("daemon", "rollback"))
+    p.set_defaults(handler=_lazy("commands", "rollback"))
 
 
 def _add_kubeconfig(p: argparse.ArgumentParser, default_text: str) -> None:

@@ -88,7 +88,6 @@ CLUSTER_READS: tuple[ClusterRead, ...] = (
     ),
 )
 MACHINE_READS = tuple(r for r in CLUSTER_READS if r.kind in (MACHINESET_KIND, CPMS_KIND))
-SINGLE_READS = tuple(r for r in CLUSTER_READS if r.name is not None and r not in MACHINE_READS)
 NODE_READS = tuple(r for r in CLUSTER_READS if r.kind == "Node")
 
 
@@ -186,11 +185,4 @@ def upgrade_blocker(cluster_version: Mapping[str, Any] | None) -> str | None:
         if isinstance(condition, Mapping) and condition.get("type") == "Progressing" and condition.get("status") == "True":
             message = condition.get("message") or "no message"
             return f"ClusterVersion is Progressing ({message}): an upgrade is in progress; writing nothing"
-    return None
-
-
-def current_version(cluster_version: Mapping[str, Any] | None) -> str | None:
-    history = ((cluster_version or {}).get("status") or {}).get("history") or []
-    if history and isinstance(history[0], Mapping) and isinstance(history[0].get("version"), str):
-        return str(history[0]["version"])
     return None

@@ -204,7 +204,6 @@ class Reason(StrEnum):
     INVALID_PROVIDER_SPEC = "InvalidProviderSpec"
     INVALID_OBJECT = "InvalidObject"
     INVALID_STREAM_DATA = "InvalidStreamData"
-    INVALID_ENROLLMENT = "InvalidEnrollment"
     TARGET_IMAGE_NOT_FOUND = "TargetImageNotFound"
     CLOUD_UNAVAILABLE = "CloudUnavailable"
     HOT_LOOP = "HotLoop"
@@ -289,3 +288,6 @@ METRIC_SKEW_NONE: Final = "bootimage_controller_skew_enforcement_none"
 METRIC_CLUSTER_BOOT_IMAGE: Final = "bootimage_controller_cluster_boot_image"  # _info appended
 # Not in the SPEC's list: an addition, for dashboards and the benchmark's "settled" signal.
 METRIC_EVENTS_PENDING: Final = "bootimage_controller_events_pending"
+
+# `plan -o`
+OUTPUT_FORMATS: Final = ("table", "json", "yaml")

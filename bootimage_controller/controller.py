@@ -65,7 +65,7 @@ from .kube.errors import ApiError
 from .kube.fence import NotLeader, UpgradeGateClosed, write_preconditions
 from .kube.informer import Informer, ListWatch
 from .kube.workqueue import DONE, ReconcileResult
-from .model import BootImageDecision, MachineResource
+from .model import BootImageDecision, MachineResource, Refusal
 from .planner import plan_machine
 from .writer import Holder, MachineSetWriter, WriteResult, now_utc
 
@@ -81,7 +81,6 @@ class ControllerOptions:
     dry_run: bool = False
     cluster_operator: str = "machine-config-bootimages"
     concurrency: int = 4
-    status_interval: float = 1.0
     # Mid-pass progress reports (conditions recomputed from every outcome); the queue's status key
     # reports whenever it drains.
     progress_interval: float = 2.0
@@ -117,14 +116,6 @@ class MachineSetState:
         if self.error is None:
             return None
         return f"{self.error_reason or Reason.PATCH_FAILED}: {self.error}"
-
-
-@dataclass(frozen=True)
-class Refusal:
-    """Why a planned patch must not be written (e.g. the user-data secret cannot be made spec 3)."""
-
-    reason: Reason
-    message: str
 
 
 class ClaimGate:
@@ -711,7 +702,6 @@ __all__ = [
     "ControllerOptions",
     "Holder",
     "MachineSetState",
-    "Refusal",
     "fresh_machines",
     "release_all_claims",
 ]

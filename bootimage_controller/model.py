@@ -22,6 +22,7 @@ from .constants import (
     MACHINESET_PROVIDER_SPEC_PATH,
     MACHINESET_TEMPLATE_LABELS_PATH,
     Action,
+    Reason,
 )
 from .errors import InputError
 
@@ -239,3 +240,11 @@ class BootImageDecision:
 def _jsonable(value: Any) -> Any:
     # Values come from parsed JSON/YAML; a round trip guarantees plain types in the output.
     return json.loads(json.dumps(value)) if value is not None else None
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why a planned patch must not be written (e.g. the user-data secret cannot be made spec 3)."""
+
+    reason: Reason
+    message: str

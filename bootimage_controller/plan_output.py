@@ -24,7 +24,6 @@ from .model import BootImageDecision
 from .patching import apply_changes
 
 PLAN_KIND = "BootImagePlan"
-OUTPUT_FORMATS = ("table", "json", "yaml")
 
 # Fields the API server owns. A manifest that carries them cannot be applied as it is:
 # server-side apply rejects `managedFields`; a stale `resourceVersion` makes apply/replace fail

@@ -24,7 +24,7 @@ import structlog
 from kubernetes_asyncio.client import CoreV1Api, CustomObjectsApi
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from .claims import HotLoopRecord, JsonPatch, boot_image_patch, hot_loop_patch, release_patch
+from .claims import JsonPatch, boot_image_patch, release_patch
 from .constants import (
     CLAIM_FINALIZER,
     CLAIM_HOLDER_NAME,
@@ -156,9 +156,6 @@ class MachineSetWriter:
     ) -> WriteResult:
         ops = boot_image_patch(obj, decision.changes, annotations, holder.uid)
         return await self._patch(obj, ops, "patch boot image")
-
-    async def record_hot_loop(self, obj: Mapping[str, Any], record: HotLoopRecord) -> WriteResult:
-        return await self._patch(obj, hot_loop_patch(obj, record), "record hot loop")
 
     async def release(self, obj: Mapping[str, Any]) -> WriteResult:
         ops = release_patch(obj)

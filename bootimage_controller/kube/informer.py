@@ -31,7 +31,7 @@ import json
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -195,9 +195,6 @@ class Informer:
 
     def get(self, key: str) -> KubeObject | None:
         return self._cache.get(key)
-
-    def get_by_name(self, name: str, namespace: str | None = None) -> KubeObject | None:
-        return self._cache.get(f"{namespace}/{name}" if namespace else name)
 
     def list(self) -> builtins.list[KubeObject]:
         return list(self._cache.values())
@@ -539,23 +536,3 @@ def _cached_form(obj: KubeObject) -> KubeObject:
     if isinstance(meta, dict):
         meta.pop("managedFields", None)
     return _SHARED.share(obj)
-
-
-def enqueue_keys(
-    informer: Informer,
-    add: Callable[[str], None],
-    key: Callable[[KubeObject], str] = object_key,
-) -> None:
-    """Wire an informer to a queue: every add, update and delete puts `key(obj)` on it
-    (e.g. `enqueue_keys(machinesets, queue.add)`). The reconcile reads the cache by key, so
-    one key stands for any number of events (the queue de-duplicates)."""
-    informer.add_handler(
-        on_add=lambda obj: add(key(obj)),
-        on_update=lambda _old, new: add(key(new)),
-        on_delete=lambda obj: add(key(obj)),
-    )
-
-
-def all_synced(informers: Iterable[Informer]) -> bool:
-    """For readiness checks: every informer has listed at least once."""
-    return all(i.has_synced.is_set() for i in informers)

@@ -308,9 +308,6 @@ class LeaderElector:
         """The holder last observed ('' when unknown or released)."""
         return self._observed.holder if self._observed else ""
 
-    async def wait_leading(self) -> None:
-        await self._leading.wait()
-
     # --- main loop --------------------------------------------------------------------------------
 
     async def run(self, work: Work[T], on_stopped_leading: Callback | None = None, *, campaign: bool = True) -> T:
@@ -492,9 +489,6 @@ class AlwaysLeader:
 
     def write_refusal(self) -> NotLeader | None:
         return None if self.is_leader else NotLeader("not running the controller's work")
-
-    async def wait_leading(self) -> None:
-        await self._leading.wait()
 
     async def run(self, work: Work[T], on_stopped_leading: Callback | None = None, *, campaign: bool = True) -> T:
         self._running = True

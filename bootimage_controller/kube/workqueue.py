@@ -121,10 +121,6 @@ class WorkQueue:
         return len(self._queue)
 
     @property
-    def shutting_down(self) -> bool:
-        return self._shutting_down
-
-    @property
     def busy(self) -> bool:
         """Keys queued or being processed (delayed adds not counted until they fire)."""
         return bool(self._queue or self._processing)

@@ -42,8 +42,6 @@ class _Known:
 
 class AwsRules:
     platform: Platform = Platform.AWS
-    provider_kind: str = "AWSMachineProviderConfig"
-    supports_cpms: bool = True
 
     def evaluate(self, ctx: RuleContext) -> RuleOutcome:
         read = SpecReader(ctx)

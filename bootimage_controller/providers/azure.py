@@ -56,8 +56,6 @@ class _Image:
 
 class AzureRules:
     platform: Platform = Platform.AZURE
-    provider_kind: str = "AzureMachineProviderSpec"
-    supports_cpms: bool = True
 
     def evaluate(self, ctx: RuleContext) -> RuleOutcome:
         read = SpecReader(ctx)

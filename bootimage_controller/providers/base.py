@@ -73,8 +73,5 @@ RuleOutcome = Target | Skip | Failure
 
 class PlatformRules(Protocol):
     platform: Platform
-    provider_kind: str
-    # Architectures the platform can never boot (Azure: ppc64le, s390x) -> skip UnsupportedArchitecture.
-    supports_cpms: bool
 
     def evaluate(self, ctx: RuleContext) -> RuleOutcome: ...

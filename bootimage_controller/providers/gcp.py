@@ -30,8 +30,6 @@ class _BootDisk:
 
 class GcpRules:
     platform: Platform = Platform.GCP
-    provider_kind: str = "GCPMachineProviderSpec"
-    supports_cpms: bool = True
 
     def evaluate(self, ctx: RuleContext) -> RuleOutcome:
         read = SpecReader(ctx)

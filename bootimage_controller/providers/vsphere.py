@@ -27,8 +27,6 @@ from .base import RuleContext, RuleOutcome, Skip, Target
 
 class VSphereRules:
     platform: Platform = Platform.VSPHERE
-    provider_kind: str = "VSphereMachineProviderSpec"
-    supports_cpms: bool = False
 
     def evaluate(self, ctx: RuleContext) -> RuleOutcome:
         read = SpecReader(ctx)

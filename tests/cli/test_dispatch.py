@@ -15,13 +15,15 @@ from bootimage_controller.errors import InputError
 from .conftest import Run
 
 DAEMON = "bootimage_controller.daemon"
+COMMANDS = "bootimage_controller.commands"
 
 
 @pytest.fixture
 def fake_daemon(monkeypatch: pytest.MonkeyPatch) -> dict[str, argparse.Namespace]:
-    """Replace the daemon module with one recording the arguments each entry point gets."""
+    """Replace the daemon and commands modules with ones recording the arguments each entry point gets."""
     calls: dict[str, argparse.Namespace] = {}
     module = types.ModuleType(DAEMON)
+    commands = types.ModuleType(COMMANDS)
 
     def entry(name: str, code: int = 0) -> Any:
         def f(args: argparse.Namespace) -> int:
@@ -30,9 +32,10 @@ def fake_daemon(monkeypatch: pytest.MonkeyPatch) -> dict[str, argparse.Namespace
         return f
 
     module.run_daemon = entry("run_daemon")  # type: ignore[attr-defined]
-    module.release_claims = entry("release_claims", 0)  # type: ignore[attr-defined]
-    module.rollback = entry("rollback", 1)  # type: ignore[attr-defined]
+    commands.release_claims = entry("release_claims", 0)  # type: ignore[attr-defined]
+    commands.rollback = entry("rollback", 1)  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, DAEMON, module)
+    monkeypatch.setitem(sys.modules, COMMANDS, commands)
     monkeypatch.delenv("BOOTIMAGE_GCP_ENDPOINT", raising=False)
     monkeypatch.delenv("BOOTIMAGE_AZURE_ENDPOINT", raising=False)
     return calls
@@ -81,7 +84,7 @@ def test_bad_input_from_a_command_is_one_line(run: Run, fake_daemon: dict[str, a
     def broken(args: argparse.Namespace) -> int:
         raise InputError("MachineSet openshift-machine-api/x", "metadata.annotations", "no previous boot image")
 
-    monkeypatch.setattr(sys.modules[DAEMON], "rollback", broken)
+    monkeypatch.setattr(sys.modules[COMMANDS], "rollback", broken)
     result = run("rollback", "x")
     assert result.code == 1
     assert result.err == "error: MachineSet openshift-machine-api/x: metadata.annotations: no previous boot image\n"

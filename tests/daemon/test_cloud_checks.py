@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from bootimage_controller.cloud.checks import CloudChecks
 from bootimage_controller.constants import (
     AWS_CREDENTIALS_SECRET,
     AZURE_CREDENTIALS_SECRET,
     GCP_CREDENTIALS_SECRET,
 )
-from bootimage_controller.daemon import CloudChecks
 
 AWS_DECISION = SimpleNamespace(platform="AWS")
 

@@ -20,7 +20,7 @@ from harness.objects import (
 from kubernetes_asyncio.client import ApiClient
 
 from bootimage_controller import controller as controller_module
-from bootimage_controller import daemon
+from bootimage_controller import reporting
 from bootimage_controller.claims import HotLoopRecord, owner_reference, target_fingerprint
 from bootimage_controller.constants import (
     ANNOTATION_BOOT_IMAGE_UPDATES,
@@ -37,10 +37,9 @@ from bootimage_controller.controller import (
     ClaimGate,
     Controller,
     ControllerOptions,
-    Refusal,
     release_all_claims,
 )
-from bootimage_controller.model import MachineResource
+from bootimage_controller.model import MachineResource, Refusal
 from bootimage_controller.skew.verdict import SkewLimits
 from bootimage_controller.status import ClusterOperatorStatus, make_condition
 from bootimage_controller.writer import Holder, WriteResult
@@ -167,7 +166,7 @@ async def test_the_fourth_write_is_a_typed_hot_loop(api: ApiClient) -> None:
     # The same refusal again is not a new event.
     await ctl.reconcile(KEY)
     assert len(ctl.events.emitted) == 1
-    reporter = daemon.PassReporter(None, SkewLimits())
+    reporter = reporting.PassReporter(None, SkewLimits())
     reporter(ctl)
     assert reporter.summary.degraded
     assert reporter.summary.errors[0].startswith(f"MachineSet openshift-machine-api/ms: {Reason.HOT_LOOP}: ")
@@ -362,7 +361,7 @@ async def test_the_gate_holds_a_release_until_claims_in_flight_land_and_claims_d
 async def test_mid_pass_counts_cover_the_whole_fleet(api: ApiClient) -> None:
     ctl, _, _ = make_controller(api, machineset("a"), machineset("b"), machineset("c"))
     await ctl.reconcile("MachineSet/openshift-machine-api/a")
-    reporter = daemon.PassReporter(None, SkewLimits())
+    reporter = reporting.PassReporter(None, SkewLimits())
     reporter(ctl)
     assert reporter.summary.machinesets.total == 3 and reporter.summary.pending == 2
     assert reporter.summary.progress_message().startswith("Reconciled 1 of 3 MAPI MachineSets")
@@ -385,13 +384,13 @@ def co(progressing: bool, degraded: bool = False) -> ClusterOperatorStatus:
 
 def test_the_cluster_operator_follows_state_changes_at_once_and_counts_only_on_long_passes() -> None:
     clock = Clock()
-    reporter = daemon.PassReporter(None, SkewLimits(), clock=clock)
+    reporter = reporting.PassReporter(None, SkewLimits(), clock=clock)
     assert reporter._co_due(co(progressing=False))  # settled: always handed over (the writer dedups)
     assert not reporter._co_due(co(progressing=True))  # a pass starts: no Progressing flap yet
     clock.now += 5
     assert not reporter._co_due(co(progressing=True))
     assert reporter._co_due(co(progressing=True, degraded=True))  # Degraded: at once
-    clock.now += daemon.CO_PROGRESS_INTERVAL
+    clock.now += reporting.CO_PROGRESS_INTERVAL
     assert reporter._co_due(co(progressing=True, degraded=True))  # a long pass: counts refreshed
     clock.now += 1
     assert not reporter._co_due(co(progressing=True, degraded=True))

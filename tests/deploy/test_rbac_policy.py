@@ -1,7 +1,7 @@
 """The shipped RBAC: no wildcards, Secrets by name only, and exactly the daemon's requests.
 
 The request tables below are read off the daemon's code (controller.py informers, writer.py,
-status.py, events.py, stub_ignition.py, kube/leader.py, cloud/credentials.py, aleph_report.py) and
+status.py, events.py, stub_ignition.py, cloud/checks.py, kube/leader.py, cloud/credentials.py, aleph_report.py) and
 use the names from constants.py, so renaming an object there without following in the RBAC fails
 here. tests/integration/test_rbac.py proves the same against a real API server by running the
 daemon under these rules.

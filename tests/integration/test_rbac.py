@@ -254,7 +254,7 @@ async def _conditions(api: Any, path: str) -> dict[str, dict[str, Any]]:
 async def test_once_pass_under_shipped_rbac_does_the_whole_job_without_a_403(
     kube_cluster: TestCluster, kube_api: Any, shipped_rbac: None
 ) -> None:
-    from bootimage_controller import daemon
+    from bootimage_controller import commands, daemon
 
     await setup_cluster(kube_api, bootimages_configmap("coreos-bootimages-4.22-multistream.yaml"))
     as_controller = kube_cluster.kubeconfig_for(BOOTIMAGE_CONTROLLER_USER)
@@ -285,7 +285,7 @@ async def test_once_pass_under_shipped_rbac_does_the_whole_job_without_a_403(
     assert set(patched) <= updated
 
     # Uninstall step: release-claims as the same identity removes every claim, then the finalizer.
-    assert await daemon._release_claims(run_args(as_controller)) == 0
+    assert await commands._release_claims(run_args(as_controller)) == 0
     assert _forbidden_count() == forbidden
     for name, obj in (await list_machinesets(kube_api)).items():
         assert not [r for r in obj["metadata"].get("ownerReferences") or [] if r["kind"] == "ConfigMap"], name

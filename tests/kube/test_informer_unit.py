@@ -18,12 +18,9 @@ from bootimage_controller.kube.informer import (
     Informer,
     ListWatch,
     SharedStrings,
-    all_synced,
-    enqueue_keys,
     object_key,
 )
 from bootimage_controller.kube.retry import Backoff
-from bootimage_controller.kube.workqueue import WorkQueue
 
 WAIT = 5.0
 
@@ -190,7 +187,7 @@ async def test_watch_events_update_cache_and_call_handlers(running: Any) -> None
     await eventually(lambda: len(rec.events) == 3)
     assert rec.events == [("update", "ns/a", "11"), ("add", "ns/c", "12"), ("delete", "ns/b", "13")]
     assert sorted(informer.keys()) == ["ns/a", "ns/c"]
-    assert informer.get_by_name("a", "ns") == obj("a", 11, data={"k": "v"})
+    assert informer.get("ns/a") == obj("a", 11, data={"k": "v"})
     assert informer.resource_version == "13"
 
 
@@ -361,7 +358,7 @@ async def test_handler_added_after_sync_gets_existing_objects(running: Any) -> N
     server = FakeServer(obj("a", 3), obj("b", 4))
     informer = running(make(server))
     other = make(FakeServer())
-    assert not all_synced([informer, other])
+    assert not other.has_synced.is_set()
     await informer.wait_synced(WAIT)
     rec = Recorder(informer)
     assert sorted(rec.events) == [("add", "ns/a", "3"), ("add", "ns/b", "4")]
@@ -372,23 +369,7 @@ async def test_cluster_scoped_keys_have_no_namespace(running: Any) -> None:
     informer = running(make(server))
     await informer.wait_synced(WAIT)
     assert informer.keys() == ["cluster"]
-    assert informer.get_by_name("cluster") is not None
-
-
-async def test_enqueue_keys_feeds_a_workqueue(running: Any) -> None:
-    server = FakeServer(obj("a", 3))
-    informer = make(server)
-    queue = WorkQueue("t")
-    enqueue_keys(informer, queue.add)
-    running(informer)
-    await eventually(lambda: len(server.watches) == 1)
-    server.watches[0].send("MODIFIED", obj("a", 4))
-    server.watches[0].send("ADDED", obj("b", 5))
-    server.watches[0].send("DELETED", obj("b", 6))
-    await eventually(lambda: informer.resource_version == "6")
-    # add + update of a, add + delete of b: two keys, each queued once
-    assert [await queue.get(), await queue.get()] == ["ns/a", "ns/b"]
-    assert len(queue) == 0
+    assert informer.get("cluster") is not None
 
 
 async def test_stop_ends_the_informer_task() -> None:

@@ -11,7 +11,7 @@ from ign35_shape import problems
 
 from bootimage_controller.constants import USER_DATA_SECRET_KEY
 from bootimage_controller.errors import InputError, UserDataError
-from bootimage_controller.stub_ignition import convert_stub_ignition
+from bootimage_controller.ignition import convert_stub_ignition
 
 SOURCE = "secret openshift-machine-api/worker-user-data"
 MCS = "https://api-int.ci-op-abc123.example.com:22623/config/worker"

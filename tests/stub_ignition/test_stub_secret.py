@@ -305,10 +305,11 @@ async def test_timestamp_is_utc_rfc3339_whatever_the_zone(api: FakeCoreV1) -> No
     )
 
 
-async def test_naive_time_is_refused(api: FakeCoreV1) -> None:
+async def test_naive_time_is_taken_as_utc(api: FakeCoreV1) -> None:
+    # One formatter for every timestamp we write (kube/times.py): naive means UTC, as metav1.Time does.
     api.put(NAME, STUB_V2)
-    with pytest.raises(ValueError, match="timezone"):
-        await ensure(api, now=datetime(2025, 1, 1))
+    await ensure(api, now=datetime(2025, 1, 1))
+    assert api.secrets[(NS, NAME)]["metadata"]["annotations"][ANNOTATION_STUB_UPGRADED_AT] == "2025-01-01T00:00:00Z"
 
 
 async def test_logs_and_results_never_carry_the_secret_contents(api: FakeCoreV1) -> None:

@@ -1,0 +1,191 @@
+"""Status from every MachineSet's last outcome: conditions, ClusterOperator, skew and metrics.
+
+`PassReporter` is called by the controller when its status key comes up (and during a long pass);
+it decides what the status should say and hands it to the `StatusWriter`, which decides when to
+write it.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+import structlog
+
+from . import observability as obs
+from .constants import (
+    CO_PROGRESSING,
+    CONDITION_DEGRADED,
+    CONDITION_PROGRESSING,
+    CPMS_KIND,
+    Action,
+    ConditionReason,
+    Reason,
+    SkewMode,
+)
+from .controller import Controller, MachineSetState
+from .errors import BootImageControllerError
+from .skew.assess import PassResult, assess_skew
+from .skew.verdict import SkewLimits, SkewVerdict
+from .status import (
+    ClusterOperatorStatus,
+    Outcome,
+    PassSummary,
+    Result,
+    StatusWriter,
+    degraded_condition,
+    find_condition,
+    progressing_condition,
+)
+
+log = structlog.get_logger(__name__)
+
+
+# The ClusterOperator shows Progressing=True only for a pass longer than this, and then refreshes
+# its counts this often; the MachineConfiguration carries the live counts (SPEC section 3).
+CO_PROGRESS_INTERVAL = 10.0
+
+
+class PassReporter:
+    """Recomputes conditions, skew and metrics from every MachineSet's last outcome."""
+
+    def __init__(self, writer: StatusWriter | None, limits: SkewLimits, *, clock: Any = time.monotonic) -> None:
+        self.writer = writer
+        self.limits = limits
+        self.summary: PassSummary = PassSummary()
+        self.verdict: SkewVerdict | None = None
+        self._clock = clock
+        self._co_shape: tuple[tuple[str, str, str], ...] | None = None
+        self._co_offered_at = -math.inf
+        self._progress_since: float | None = None
+
+    def __call__(self, controller: Controller) -> None:
+        now = datetime.now(UTC)
+        inputs = controller.inputs()
+        states = list(controller.states.values())
+        unplanned = controller.unplanned()
+        self.summary = self._summary(controller, states, unplanned)
+        mc = inputs.objects.machine_configuration
+        previous = ((mc or {}).get("status") or {}).get("conditions") or []
+        progressing = progressing_condition(self.summary, now, find_condition(previous, CONDITION_PROGRESSING))
+        degraded = degraded_condition(self.summary, now, find_condition(previous, CONDITION_DEGRADED))
+        skew_status = self._skew(controller, states, complete=not unplanned)
+        self._metrics(states)
+        if self.writer is None:
+            return
+        self.writer.set_machineconfiguration([progressing, degraded], skew_status)
+        co = ClusterOperatorStatus.build(
+            synced=controller.synced(),
+            progressing=progressing,
+            degraded=degraded,
+            verdict=self.verdict,
+            now=now,
+        )
+        if self._co_due(co):
+            self.writer.set_cluster_operator(co)
+
+    def _co_due(self, co: ClusterOperatorStatus) -> bool:
+        """Whether to hand this ClusterOperator status to the writer now.
+
+        Settled states (and a change of Available, Degraded or Upgradeable) at once; while a pass
+        progresses, nothing for its first CO_PROGRESS_INTERVAL seconds (a short pass does not flap
+        Progressing, as the cluster-version operator's monitors expect) and then the counts every
+        CO_PROGRESS_INTERVAL seconds. A long pass thus writes the MachineConfiguration about once a
+        second and the ClusterOperator rarely, not both every second.
+        """
+        now = self._clock()
+        others = tuple((c.type, c.status, c.reason) for c in co.conditions if c.type != CO_PROGRESSING)
+        progressing = co.condition(CO_PROGRESSING)
+        if progressing is None or progressing.status != "True":
+            self._progress_since = None
+        elif self._progress_since is None:
+            self._progress_since = now
+        if self._progress_since is not None:
+            if self._co_shape is None:
+                self._co_shape = others  # the first report: a baseline to tell changes from
+            changed = others != self._co_shape
+            long_pass = now - self._progress_since >= CO_PROGRESS_INTERVAL
+            if not changed and not (long_pass and now - self._co_offered_at >= CO_PROGRESS_INTERVAL):
+                return False
+        self._co_shape, self._co_offered_at = others, now
+        return True
+
+    def _summary(
+        self, controller: Controller, states: list[MachineSetState], unplanned: list[tuple[str, str, str]]
+    ) -> PassSummary:
+        inputs = controller.inputs()
+        if inputs.problem is not None:
+            return PassSummary.blocked(ConditionReason.BOOT_IMAGES_CONFIGMAP_INVALID, inputs.problem, degrading=True)
+        gate = controller.upgrade_gate()
+        if gate is not None:
+            return PassSummary.blocked(ConditionReason.CLUSTER_NOT_STABLE, str(gate), degrading=False)
+        outcomes = [Outcome.from_decision(s.decision, patched=s.patched, error=s.error_text) for s in states]
+        # Not reconciled yet in this pass: pending, so the counts cover the whole fleet mid-pass.
+        outcomes += [Outcome(kind, namespace, name, Result.PENDING) for kind, namespace, name in unplanned]
+        return PassSummary.from_outcomes(outcomes)
+
+    def _skew(self, controller: Controller, states: list[MachineSetState], *, complete: bool) -> dict[str, Any] | None:
+        inputs = controller.inputs()
+        if inputs.context is None:
+            self.verdict = None
+            return None
+        machines = [
+            (s.decision, controller.informers[s.decision.kind].get(f"{s.decision.namespace}/{s.decision.name}"))
+            for s in states
+        ]
+        try:
+            assessment = assess_skew(
+                inputs.objects,
+                inputs.context.enrollment,
+                machines,
+                self.limits,
+                degraded=self.summary.degraded,
+                degraded_message=self.summary.degraded_message(),
+                golden=inputs.context.golden,
+                facts=inputs.context.facts,
+                after_pass=_pass_result(states) if complete else None,
+            )
+        except BootImageControllerError as exc:
+            log.error("skew enforcement setting is invalid", error=str(exc))
+            self.verdict = None
+            return None
+        self.verdict = assessment.verdict
+        obs.SKEW_UPGRADEABLE.set(1 if assessment.verdict.upgradeable else 0)
+        obs.SKEW_ENFORCEMENT_NONE.set(1 if assessment.verdict.mode is SkewMode.NONE else 0)
+        image = assessment.verdict.cluster_boot_image
+        if image is not None:
+            obs.set_cluster_boot_image(image.value, str(image.source))
+        previous = ((inputs.objects.machine_configuration or {}).get("status") or {}).get(
+            "bootImageSkewEnforcementStatus"
+        )
+        patch = assessment.status.to_merge_patch(previous)
+        if patch is None:
+            log.debug("skew status not written: its record is unknown", explanation=assessment.status.explanation)
+        return patch
+
+    def _metrics(self, states: list[MachineSetState]) -> None:
+        counts: dict[tuple[str, str], int] = {}
+        for s in states:
+            action = "error" if s.error else str(s.decision.action)
+            reason = (s.error_reason or Reason.PATCH_FAILED) if s.error else s.decision.reason
+            counts[(action, str(reason))] = counts.get((action, str(reason)), 0) + 1
+        obs.MACHINESETS.clear()
+        for (action, reason), n in counts.items():
+            obs.MACHINESETS.labels(action=action, reason=reason).set(n)
+
+
+def _pass_result(states: list[MachineSetState]) -> PassResult | None:
+    """A finished pass (nothing left to patch) moves the Automatic record; otherwise keep it."""
+    machinesets = [s for s in states if s.decision.kind != CPMS_KIND]
+    if any(s.decision.action is Action.PATCH and not s.patched and s.error is None for s in machinesets):
+        return None
+    skipped = sum(1 for s in machinesets if s.decision.action is Action.SKIP and s.decision.reason != Reason.NOT_ENROLLED)
+    errors = sum(1 for s in machinesets if s.decision.action is Action.ERROR or s.error is not None)
+    releases = tuple(
+        s.decision.target_release
+        for s in machinesets
+        if s.decision.target_release and (s.patched or s.decision.action is Action.NOOP)
+    )
+    return PassResult(skipped, errors, releases)
