@@ -586,6 +586,12 @@ class Controller:
         if event is not None:
             self.events.post(_involved(obj), *event)
 
+    def event_summary_target(self) -> _InvolvedObject | None:
+        """The object summary Events go on (events.EventLane): our claim holder, in the MachineSets'
+        namespace, where the Events RBAC allows and an admin looks; None while there is none."""
+        items = self.informers["holder"].list()
+        return _involved({"apiVersion": "v1", "kind": "ConfigMap", **items[0]}) if items else None
+
     async def flush_events(self, timeout: float = 30.0) -> None:
         """Write (bounded) the events still pending, before exiting."""
         if self.events is not None:

@@ -106,7 +106,11 @@ async def _run(args: argparse.Namespace) -> int:
         # Normal events wait while MachineSets are queued or being reconciled (see EventLane).
         busy = (lambda: not pass_done.is_set()) if args.once else (lambda: queue.busy)
         controller.events = EventLane(
-            EventRecorder(cast(Any, core)), busy=busy, concurrency=args.concurrency, spawn=supervisor.spawn
+            EventRecorder(cast(Any, core)),
+            busy=busy,
+            concurrency=args.concurrency,
+            spawn=supervisor.spawn,
+            summary_target=controller.event_summary_target,
         )
     controller.bind_queue(queue.add)
     if writer is not None:

@@ -112,3 +112,55 @@ async def test_a_bad_reference_is_dropped_without_raising() -> None:
     events.post(object(), EVENT_TYPE_WARNING, EVENT_FAILED, "m")  # type: ignore[arg-type]
     await events.flush(timeout=1)
     assert not api.events and events.recorder.dropped == 1
+
+
+# ---- a fleet-wide pass: past the limit, Normal events fold into one summary per reason ------------
+
+
+class Holder:
+    kind = "ConfigMap"
+    namespace = "openshift-machine-api"
+    name = "machineset-boot-image-controller"
+    uid = "holder-uid"
+    api_version = "v1"
+
+
+async def test_normal_events_past_the_limit_fold_into_one_summary_on_the_holder() -> None:
+    api = FakeEvents()
+    events = lane(api, busy=lambda: True, summary_target=Holder, aggregate_after=3)
+    for i in range(10):
+        events.post(machineset(f"ms-{i}", f"uid-{i}"), EVENT_TYPE_NORMAL, EVENT_UPDATED, f"boot image updated to {i}")
+    events.post(machineset("bad", "uid-bad"), EVENT_TYPE_WARNING, EVENT_FAILED, "never folded")
+    assert events.pending == 3 + 1 + 1  # three one each, the warning, one summary
+    await events.flush(timeout=5)
+    written = list(api.events.values())
+    per_machineset = [e for e in written if e["involvedObject"]["kind"] == "MachineSet"]
+    summaries = [e for e in written if e["involvedObject"]["kind"] == "ConfigMap"]
+    assert sorted(e["involvedObject"]["name"] for e in per_machineset) == ["bad", "ms-0", "ms-1", "ms-2"]
+    assert len(summaries) == 1 and summaries[0]["reason"] == EVENT_UPDATED
+    assert summaries[0]["metadata"]["namespace"] == "openshift-machine-api"
+    assert summaries[0]["message"].startswith(f"{EVENT_UPDATED} for 7 more MachineSets")
+    assert all(f"ms-{i}" in summaries[0]["message"] for i in range(3, 10))
+    assert events.folded == 7 and events.recorder.dropped == 0
+
+
+async def test_without_a_summary_target_every_event_goes_out_on_its_own() -> None:
+    api = FakeEvents()
+    events = lane(api, busy=lambda: True, summary_target=lambda: None, aggregate_after=3)
+    for i in range(6):
+        events.post(machineset(f"ms-{i}", f"uid-{i}"), EVENT_TYPE_NORMAL, EVENT_UPDATED, "m")
+    await events.flush(timeout=5)
+    assert len(api.events) == 6 and events.folded == 0
+
+
+async def test_the_limit_is_per_window() -> None:
+    api, now = FakeEvents(), [0.0]
+    events = lane(api, busy=lambda: False, summary_target=Holder, aggregate_after=2, aggregate_window=10.0,
+                  clock=lambda: now[0])
+    for i in range(2):
+        events.post(machineset(f"a-{i}", f"uid-a-{i}"), EVENT_TYPE_NORMAL, EVENT_UPDATED, "m")
+    now[0] = 11.0  # the window has moved on: two more go out on their own
+    for i in range(2):
+        events.post(machineset(f"b-{i}", f"uid-b-{i}"), EVENT_TYPE_NORMAL, EVENT_UPDATED, "m")
+    await events.flush(timeout=5)
+    assert len(api.events) == 4 and events.folded == 0
