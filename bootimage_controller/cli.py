@@ -320,6 +320,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         _stdout_gone()
         return EXIT_OK
+    except Exception as exc:  # one line, never a traceback (SPEC: every failure is an exit code and a message)
+        print(f"error: {_one_line(exc)}", file=sys.stderr)
+        if os.environ.get(TRACEBACK_ENV):
+            raise
+        return EXIT_BAD_INPUT
+
+
+# Set to get the Python traceback of an unexpected error (for a bug report).
+TRACEBACK_ENV = "BOOTIMAGE_TRACEBACK"
+
+
+def _one_line(exc: Exception) -> str:
+    """What went wrong, in the words an administrator can act on."""
+    from .kube.client import ClientConfigError
+    from .kube.retry import describe
+
+    if isinstance(exc, ClientConfigError):
+        return str(exc)
+    text = describe(exc)
+    if _is_connection_error(exc):
+        return f"cannot reach the Kubernetes API server: {text}"
+    return f"{text} (unexpected; set {TRACEBACK_ENV}=1 for the traceback)"
+
+
+def _is_connection_error(exc: BaseException) -> bool:
+    import aiohttp
+
+    return isinstance(exc, (aiohttp.ClientError, OSError, TimeoutError))
 
 
 def _stdout_gone() -> None:

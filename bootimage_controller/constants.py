@@ -132,6 +132,13 @@ GCP_RHCOS_IMAGE_PREFIX: Final = "projects/rhcos-cloud/global/images/"
 AWS_CREDENTIALS_SECRET: Final = "aws-cloud-credentials"
 GCP_CREDENTIALS_SECRET: Final = "gcp-cloud-credentials"
 AZURE_CREDENTIALS_SECRET: Final = "azure-cloud-credentials"
+VSPHERE_CREDENTIALS_SECRET: Final = "vsphere-cloud-credentials"
+# Never user data, whatever a MachineSet's providerSpec.userDataSecret says: the stub Ignition
+# upgrade refuses to read or write them (a hostile or mistaken MachineSet must not get the
+# controller to rewrite cloud credentials).
+CLOUD_CREDENTIALS_SECRETS: Final = frozenset(
+    {AWS_CREDENTIALS_SECRET, GCP_CREDENTIALS_SECRET, AZURE_CREDENTIALS_SECRET, VSPHERE_CREDENTIALS_SECRET}
+)
 
 # --- architectures --------------------------------------------------------------------------
 # Kubernetes (GOARCH) name -> RPM name used as the stream metadata key.

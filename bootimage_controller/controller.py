@@ -185,6 +185,7 @@ class Controller:
         cloud: CloudLookup | None = None,
     ) -> None:
         self.options = options
+        self.api_client = api_client
         self.custom = CustomObjectsApi(api_client)
         self.core = CoreV1Api(api_client)
         self.writer = MachineSetWriter(self.custom, self.core)
@@ -235,6 +236,14 @@ class Controller:
     async def wait_synced(self, timeout: float | None = None) -> bool:
         results = await asyncio.gather(*(i.wait_synced(timeout) for i in self.informers.values()))
         return all(results)
+
+    def sync_errors(self) -> dict[str, str]:
+        """The last error of each informer that has not listed yet (why the caches are not synced)."""
+        return {
+            name: informer.last_error or "no answer yet"
+            for name, informer in self.informers.items()
+            if not informer.has_synced.is_set()
+        }
 
     def synced(self) -> bool:
         return all(i.has_synced.is_set() for i in self.informers.values())

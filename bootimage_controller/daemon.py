@@ -11,10 +11,11 @@ import argparse
 import asyncio
 import gc
 import signal
+import sys
 from typing import Any, cast
 
 import structlog
-from kubernetes_asyncio.client import CoreV1Api, CustomObjectsApi
+from kubernetes_asyncio.client import CoreV1Api, CustomObjectsApi, VersionApi
 
 from . import observability as obs
 
@@ -69,7 +70,7 @@ def run_daemon(args: argparse.Namespace) -> int:
     try:
         return asyncio.run(_run(args))
     except ClientConfigError as exc:
-        print(f"error: {exc}")
+        print(f"error: {exc}", file=sys.stderr)
         return 1
 
 
@@ -203,8 +204,12 @@ async def _once(
     args: argparse.Namespace,
     pass_done: asyncio.Event,
 ) -> int:
+    unreachable = await _unreachable(controller.api_client)
+    if unreachable is not None:
+        log.error("cannot reach the Kubernetes API server; writing nothing", server=unreachable[0], error=unreachable[1])
+        return 1
     if not await controller.wait_synced(SYNC_TIMEOUT):
-        log.error("caches did not sync; writing nothing", timeout=SYNC_TIMEOUT)
+        log.error("caches did not sync; writing nothing", timeout=SYNC_TIMEOUT, errors=controller.sync_errors())
         return 1
 
     async def work() -> int:
@@ -235,6 +240,16 @@ async def _once(
         return 1
     finally:
         await elector.release()
+
+
+async def _unreachable(api: Any) -> tuple[str, str] | None:
+    """(server, cause) when the API server does not answer `GET /version` after a few quick
+    retries: `--once` then says so in seconds instead of waiting out the cache sync timeout."""
+    try:
+        await with_retries(lambda: VersionApi(api).get_code(), what="get /version", attempts=4)
+    except Exception as exc:  # any failure to get an answer is the answer here
+        return str(getattr(api.configuration, "host", "")), describe(exc)
+    return None
 
 
 async def _reconcile_keys(controller: Controller, keys: list[str], concurrency: int) -> int:

@@ -25,6 +25,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from .constants import (
     ANNOTATION_STUB_UPGRADED_AT,
     ANNOTATION_STUB_UPGRADED_TO,
+    CLOUD_CREDENTIALS_SECRETS,
     USER_DATA_SECRET_KEY,
     Reason,
 )
@@ -129,6 +130,13 @@ async def _attempt(
             conv.to_version if conv else None,
         )
 
+    if name in CLOUD_CREDENTIALS_SECRETS:
+        # Not even read: its contents are nobody's business here, and it is never written.
+        return result(
+            StubOutcome.INVALID,
+            f"{where}: providerSpec.userDataSecret names the cloud credentials Secret, which is never "
+            "user data; point it at the Ignition stub Secret (e.g. worker-user-data)",
+        )
     try:
         secret = await with_retries(
             lambda: core_api.read_namespaced_secret(name, namespace), what=f"get {where}"

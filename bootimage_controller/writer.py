@@ -43,6 +43,9 @@ from .model import BootImageDecision
 
 log = structlog.get_logger(__name__)
 
+# Reads of the claim holder before giving up on a race with another writer (the reconcile retries).
+HOLDER_ATTEMPTS = 5
+
 JSON_PATCH = "application/json-patch+json"
 
 
@@ -68,28 +71,45 @@ class MachineSetWriter:
 
     # ---- the claim holder -----------------------------------------------------------------
     async def ensure_holder(self) -> Holder:
-        """Get the holder ConfigMap, (re)creating it or restoring its finalizer when needed."""
-        try:
-            cm = await with_retries(
-                lambda: self.core.read_namespaced_config_map(CLAIM_HOLDER_NAME, CLAIM_HOLDER_NAMESPACE),
-                what="get claim holder",
-            )
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
-            return await self._create_holder()
-        meta = cm.metadata
-        if meta.deletion_timestamp is not None:
-            return Holder(meta.uid, deleting=True)
-        if CLAIM_FINALIZER not in (meta.finalizers or []):
-            ops: JsonPatch = [
-                {"op": "test", "path": "/metadata/resourceVersion", "value": meta.resource_version},
-                {"op": "add", "path": "/metadata/finalizers", "value": [*(meta.finalizers or []), CLAIM_FINALIZER]},
-            ]
-            await self._patch_holder(ops)
-        return Holder(meta.uid, deleting=False)
+        """Get the holder ConfigMap, (re)creating it or restoring its finalizer when needed.
 
-    async def _create_holder(self) -> Holder:
+        Two workers may find it missing (or without its finalizer) at once: the one that loses the
+        create (409) or the finalizer patch (a failed `test`, 422) reads it again and uses what the
+        other one wrote.
+        """
+        for _ in range(HOLDER_ATTEMPTS):
+            try:
+                cm = await with_retries(
+                    lambda: self.core.read_namespaced_config_map(CLAIM_HOLDER_NAME, CLAIM_HOLDER_NAMESPACE),
+                    what="get claim holder",
+                )
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
+                created = await self._create_holder()
+                if created is None:
+                    continue  # created concurrently: read that one
+                return created
+            meta = cm.metadata
+            if meta.deletion_timestamp is not None:
+                return Holder(meta.uid, deleting=True)
+            if CLAIM_FINALIZER not in (meta.finalizers or []):
+                ops: JsonPatch = [
+                    {"op": "test", "path": "/metadata/resourceVersion", "value": meta.resource_version},
+                    {"op": "add", "path": "/metadata/finalizers", "value": [*(meta.finalizers or []), CLAIM_FINALIZER]},
+                ]
+                try:
+                    await self._patch_holder(ops)
+                except ApiException as exc:
+                    if is_write_conflict(exc) or exc.status == 404:
+                        continue  # changed (or went) under us: read it again
+                    raise
+            return Holder(meta.uid, deleting=False)
+        raise ApiError(
+            "claim holder", 409, "Conflict", f"kept changing under us ({HOLDER_ATTEMPTS} reads); tried again later"
+        )
+
+    async def _create_holder(self) -> Holder | None:
         body = {
             "apiVersion": "v1",
             "kind": "ConfigMap",
@@ -111,8 +131,8 @@ class MachineSetWriter:
                 what="create claim holder",
             )
         except ApiException as exc:
-            if exc.status == 409:  # created concurrently: use that one
-                return await self.ensure_holder()
+            if exc.status == 409:  # created concurrently: the caller reads that one
+                return None
             raise
         log.info("claim holder created", name=CLAIM_HOLDER_NAME, uid=cm.metadata.uid)
         return Holder(cm.metadata.uid, deleting=False)

@@ -17,7 +17,7 @@ from ..constants import (
     MAPI_NAMESPACE,
     Platform,
 )
-from ..kube.retry import is_retryable, with_retries
+from ..kube.retry import CONNECTION_ERRORS, describe, is_retryable, with_retries
 from .queries import image_queries, verify_decisions
 from .verifier import CloudVerifier
 
@@ -54,7 +54,9 @@ class CloudChecks:
         try:
             await self._refresh()
         except ApiException as exc:
-            log.debug("cloud credentials not read yet", code=exc.status)
+            log.debug("cloud credentials not read yet", error=describe(exc))
+        except CONNECTION_ERRORS as exc:
+            log.debug("cloud credentials not read yet", error=describe(exc))
 
     async def _refresh(self) -> None:
         async with self._lock:

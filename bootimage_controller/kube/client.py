@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 
 import aiohttp
 import structlog
+import yaml
 from kubernetes_asyncio import config as kconfig
 from kubernetes_asyncio.client import ApiClient, Configuration
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -194,24 +195,40 @@ class InstrumentedApiClient(ApiClient):
 
 
 async def load_configuration(kubeconfig: str | None) -> Any:
-    """A `Configuration` from `kubeconfig`; else in-cluster; else `$KUBECONFIG` / `~/.kube/config`."""
+    """A `Configuration` from `kubeconfig`; else in-cluster; else `$KUBECONFIG` / `~/.kube/config`.
+
+    Every failure is one `ClientConfigError` naming the file (or variable) and the cause: a missing
+    file, YAML that does not parse, a context or user that is not there.
+    """
     cfg = Configuration()
     if kubeconfig:
-        await kconfig.load_kube_config(config_file=kubeconfig, client_configuration=cfg, persist_config=False)
+        await _load_file(Path(kubeconfig), f"--kubeconfig {kubeconfig}", cfg)
         return cfg
     if os.environ.get("KUBERNETES_SERVICE_HOST"):
         # Sync in kubernetes_asyncio; it re-reads the projected token before it expires.
-        kconfig.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
+        try:
+            kconfig.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
+        except (kconfig.ConfigException, OSError, ValueError) as exc:
+            raise ClientConfigError(f"in-cluster configuration: {exc}") from None
         return cfg
-    default = Path(os.path.expanduser(os.environ.get("KUBECONFIG", "~/.kube/config").split(os.pathsep)[0]))
-    if default.exists():
-        await kconfig.load_kube_config(
-            config_file=str(default), client_configuration=cfg, persist_config=False
-        )
+    env = os.environ.get("KUBECONFIG", "").split(os.pathsep)[0]
+    default = Path(os.path.expanduser(env or "~/.kube/config"))
+    if env or default.exists():
+        await _load_file(default, f"KUBECONFIG {env}" if env else f"kubeconfig {default}", cfg)
         return cfg
     raise ClientConfigError(
         "no Kubernetes configuration: pass --kubeconfig, set KUBECONFIG, or run in a cluster"
     )
+
+
+async def _load_file(path: Path, named: str, cfg: Any) -> None:
+    if not path.is_file():
+        raise ClientConfigError(f"{named}: no such file")
+    try:
+        await kconfig.load_kube_config(config_file=str(path), client_configuration=cfg, persist_config=False)
+    except (kconfig.ConfigException, OSError, ValueError, TypeError, KeyError, AttributeError, yaml.YAMLError) as exc:
+        cause = " ".join(str(exc).split()) or type(exc).__name__
+        raise ClientConfigError(f"{named}: not a usable kubeconfig: {cause}") from None
 
 
 async def make_api_client(

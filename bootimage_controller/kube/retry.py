@@ -19,6 +19,8 @@ import aiohttp
 import structlog
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from .errors import status_of
+
 log = structlog.get_logger(__name__)
 
 T = TypeVar("T")
@@ -104,8 +106,11 @@ def retry_after(exc: BaseException) -> float | None:
 
 
 def describe(exc: BaseException) -> str:
+    """One line for a log or a condition: for an API error, the status and the server's own reason
+    and message (`422 Invalid: ... metadata.annotations: Too long ...`), not only `422 Unprocessable Entity`."""
     if isinstance(exc, ApiException):
-        return f"{exc.status} {exc.reason}"
+        reason, message = status_of(exc)
+        return f"{exc.status} {reason}" + (f": {message}" if message else "")
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 

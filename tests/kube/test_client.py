@@ -193,9 +193,24 @@ async def test_without_kubeconfig_or_cluster_the_error_says_what_to_do(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
-    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "nope"))
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.kube/config
     with pytest.raises(ClientConfigError, match="--kubeconfig"):
         await load_configuration(None)
+
+
+async def test_a_kubeconfig_variable_naming_no_file_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "nope"))
+    with pytest.raises(ClientConfigError, match=r"^KUBECONFIG .*nope: no such file$"):
+        await load_configuration(None)
+
+
+async def test_a_malformed_kubeconfig_is_one_error_naming_the_file(tmp_path: Path) -> None:
+    bad = tmp_path / "bad"
+    bad.write_text("apiVersion: v1\nkind: Config\nclusters: [\n")
+    with pytest.raises(ClientConfigError, match=r"--kubeconfig .*bad: not a usable kubeconfig: .*line 4"):
+        await load_configuration(str(bad))
 
 
 async def test_kubeconfig_env_is_the_fallback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

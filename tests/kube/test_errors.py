@@ -52,3 +52,13 @@ def test_409_is_a_conflict_and_other_failures_keep_their_http_reason() -> None:
     error = ApiError.from_exception("x", exception(403, {"reason": "Forbidden", "message": 'user "u" cannot patch'}))
     assert error.describe() == 'forbidden: user "u" cannot patch'
     assert ApiError.from_exception("x", exception(503, None)).describe() == "server error: Unprocessable Entity"
+
+
+def test_every_logged_api_failure_carries_the_servers_reason_and_message() -> None:
+    # `describe` is what every failed write's log line and error text use (status writer, Events,
+    # the holder, stub Ignition): it must say what the server said, not only "422 Unprocessable Entity".
+    from bootimage_controller.kube.retry import describe
+
+    text = describe(exception(422, TOO_LONG))
+    assert text.startswith("422 Invalid: ") and "metadata.annotations: Too long" in text
+    assert describe(exception(503, None)) == "503 Unprocessable Entity"  # no body: the HTTP reason

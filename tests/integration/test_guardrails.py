@@ -1,0 +1,41 @@
+"""Guardrails on the real API server (issue 14): what the controller refuses to do whatever it is asked."""
+
+from __future__ import annotations
+
+import pytest
+from harness.cluster import TestCluster
+from harness.objects import apply, kube_request
+from kubernetes_asyncio import client as k8s_client
+
+from bootimage_controller.constants import AWS_CREDENTIALS_SECRET, CONDITION_DEGRADED, MAPI_NAMESPACE
+
+from .daemon_helpers import daemon_task, user_data_secret
+from .fleet import AWS_416, ami, aws_machinesets, base_cluster, conditions, get_ms
+
+pytestmark = pytest.mark.integration
+
+SECRETS = f"/api/v1/namespaces/{MAPI_NAMESPACE}/secrets"
+
+
+async def test_a_cloud_credentials_secret_named_as_user_data_is_never_read_or_written(
+    kube_cluster: TestCluster, kube_api: k8s_client.ApiClient
+) -> None:
+    await base_cluster(kube_api)
+    # The worst case: the credentials Secret even holds a spec 2 stub, which would be "upgradable".
+    trap = user_data_secret(AWS_CREDENTIALS_SECRET)
+    before = await apply(kube_api, trap)
+    await aws_machinesets(
+        kube_api, ["hostile"], provider_spec={"userDataSecret": {"name": AWS_CREDENTIALS_SECRET}}
+    )
+    async with daemon_task(kube_cluster.kubeconfig, "--once") as task:
+        code = await task
+    assert code == 1, "a MachineSet in error fails the pass"
+    after = await kube_request(kube_api, "GET", f"{SECRETS}/{AWS_CREDENTIALS_SECRET}")
+    assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+    assert after["data"] == before["data"] and not after["metadata"].get("annotations")
+    ms = await get_ms(kube_api, "hostile")
+    assert ms is not None and ami(ms) == AWS_416, "no boot image patch either"
+    degraded = (await conditions(kube_api))[CONDITION_DEGRADED]
+    assert degraded["status"] == "True"
+    assert "UserDataInvalid" in degraded["message"] and AWS_CREDENTIALS_SECRET in degraded["message"], degraded
+    assert "aws_secret_access_key" not in degraded["message"]
