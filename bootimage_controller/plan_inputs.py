@@ -15,6 +15,7 @@ import asyncio
 import base64
 import json
 import os
+import stat
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -147,25 +148,65 @@ def load_paths(paths: Sequence[str | os.PathLike[str]]) -> list[SourcedObject]:
 def _load_tree(root: Path) -> Iterator[SourcedObject]:
     # Sorted, so the result (and "the later duplicate wins") does not depend on the file system;
     # symlinked folders are not followed (a must-gather may link back to itself).
+    real_root = root.resolve()
     files = [Path(d) / f for d, _dirs, names in os.walk(root) for f in names]
     for path in sorted(files):
         if path.suffix.lower() not in YAML_SUFFIXES | JSON_SUFFIXES:
             log.debug("ignoring file that is not YAML or JSON", file=str(path))
             continue
-        yield from load_file(path)
+        try:
+            _inside(path, real_root)
+            yield from load_file(path)
+        except UnreadableFile as exc:
+            # A tree may hold anything; one odd entry must not stop the plan. Said on stderr.
+            log.warning("skipped a file plan will not read", file=str(path), why=exc.problem)
+
+
+class UnreadableFile(InputError):
+    """A path that is not something `plan` reads: a special file, one too large, a symlink out of
+    the tree. Named on the command line it is an error; found in a tree it is skipped and said."""
+
+
+def _inside(path: Path, real_root: Path) -> None:
+    """A symlink in a tree is followed only when it resolves inside the tree (a must-gather's own
+    links): not to /dev/zero, /etc or another tree."""
+    if not path.is_symlink():
+        return
+    try:
+        target = path.resolve(strict=True)
+    except (OSError, RuntimeError):
+        raise UnreadableFile(str(path), None, "a symlink to nothing (or to itself)") from None
+    if not target.is_relative_to(real_root):
+        raise UnreadableFile(str(path), None, f"a symlink out of the tree (to {target})")
 
 
 def load_file(path: Path) -> list[SourcedObject]:
     return list(expand_lists(parse_documents(_read(path), str(path), path.suffix.lower())))
 
 
+# One input file at most; a 5,000-MachineSet `oc get machinesets -o yaml` is about 40 MB.
+MAX_INPUT_BYTES = 128 * 1024 * 1024
+
+
 def _read(path: Path) -> str:
+    """A regular file's text, never more than MAX_INPUT_BYTES; never blocks on a FIFO or reads a device."""
     try:
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputError(str(path), None, f"not a UTF-8 text file (byte {exc.start})") from None
+        # O_NONBLOCK: opening a FIFO with no writer returns at once instead of waiting forever.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
         raise InputError(str(path), None, exc.strerror or str(exc)) from None
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise UnreadableFile(str(path), None, "not a regular file (a FIFO, device or socket): not read")
+        # The size first (no 128 MiB read to learn it), then a bounded read (it may be growing).
+        data = f.read(MAX_INPUT_BYTES + 1) if info.st_size <= MAX_INPUT_BYTES else b""
+    if info.st_size > MAX_INPUT_BYTES or len(data) > MAX_INPUT_BYTES:
+        raise UnreadableFile(str(path), None, f"larger than {MAX_INPUT_BYTES // 2**20} MiB: not read")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(str(path), None, f"not a UTF-8 text file (byte {exc.start})") from None
 
 
 def parse_documents(text: str, source: str, suffix: str = "") -> list[tuple[str, Any]]:
