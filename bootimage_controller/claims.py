@@ -21,6 +21,7 @@ from .constants import (
     ANNOTATION_STREAM,
     ANNOTATION_UPDATED_AT,
     CLAIM_HOLDER_NAME,
+    HOT_LOOP_KEY_PREFIX,
     HOT_LOOP_LIMIT,
 )
 from .kube.times import format_time
@@ -53,7 +54,9 @@ def is_our_reference(ref: Mapping[str, Any]) -> bool:
 
 @dataclass(frozen=True)
 class HotLoopRecord:
-    """Persisted in annotation `boot-image-hot-loop` so a restart does not reset the count."""
+    """Our writes of one target to one MachineSet, in a row. Kept in the claim holder's data (key
+    `hot-loop.<uid>`: no writer of the MachineSet can erase it) from the second write on, and in
+    annotation `boot-image-hot-loop` as the visible copy."""
 
     target: str
     count: int
@@ -86,25 +89,35 @@ def has_record(annotations: Mapping[str, str]) -> bool:
 
 
 def hot_loop_check(
-    annotations: Mapping[str, str], decision: BootImageDecision, remembered: HotLoopRecord | None = None
+    annotations: Mapping[str, str],
+    decision: BootImageDecision,
+    remembered: HotLoopRecord | None = None,
+    kept: HotLoopRecord | None = None,
 ) -> HotLoopRecord | None:
     """The record to write with this patch, or None when writing it would be the 4th time (refuse).
 
-    The count lives in annotation `boot-image-hot-loop`, so it survives restarts and a writer that
-    reverts only the boot image field. `remembered` is the record of our last write to this object
-    in this process: it counts instead when our whole record vanished (a writer that replaces the
-    object with an old copy), which would otherwise restart the count at every revert. A record
-    without the hot-loop annotation is an admin's reset and starts again at one.
+    Three copies of the count, the highest for this target wins:
+    - `kept`, the claim holder's: survives restarts and any writer of the MachineSet (it is only
+      cleared when the MachineSet is opted out, the documented reset);
+    - annotation `boot-image-hot-loop`: survives restarts and a writer that reverts only the boot
+      image field;
+    - `remembered`, our last write in this process: counts when our whole record vanished (a
+      writer that replaces the object with an old copy). A record without the hot-loop annotation
+      is an admin's reset of the annotation and memory copies (the holder's still counts).
     """
     fingerprint = target_fingerprint(decision)
-    previous = HotLoopRecord.from_annotation(annotations.get(ANNOTATION_HOT_LOOP))
-    if previous is None and not has_record(annotations):
-        previous = remembered
-    if previous is None or previous.target != fingerprint:
-        return HotLoopRecord(fingerprint, 1)
-    if previous.count >= HOT_LOOP_LIMIT:
+    annotated = HotLoopRecord.from_annotation(annotations.get(ANNOTATION_HOT_LOOP))
+    if annotated is None and not has_record(annotations):
+        annotated = remembered
+    count = max((r.count for r in (annotated, kept) if r is not None and r.target == fingerprint), default=0)
+    if count >= HOT_LOOP_LIMIT:
         return None
-    return HotLoopRecord(fingerprint, previous.count + 1)
+    return HotLoopRecord(fingerprint, count + 1)
+
+
+def hot_loop_key(uid: str) -> str:
+    """The claim holder's data key for a MachineSet's count (uids are valid ConfigMap keys)."""
+    return f"{HOT_LOOP_KEY_PREFIX}{uid}"
 
 
 def record_annotations(decision: BootImageDecision, hot_loop: HotLoopRecord, now: datetime) -> dict[str, str]:

@@ -107,6 +107,9 @@ STUB_IGNITION_TARGET_VERSION: Final = "3.5.0"
 # --- hot loop -------------------------------------------------------------------------------
 # Three writes of the same target are allowed; the fourth is refused (MCO HotLoopLimit = 3).
 HOT_LOOP_LIMIT: Final = 3
+# The claim holder's `data` key keeping a MachineSet's hot-loop count (+ its uid), where a writer
+# that replaces the MachineSet (oc replace, GitOps) cannot erase it with our annotation.
+HOT_LOOP_KEY_PREFIX: Final = "hot-loop."
 
 # --- skew -------------------------------------------------------------------------------------
 # The Machine Config Operator's compile-time limits (pkg/controller/common/constants.go).

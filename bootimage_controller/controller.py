@@ -24,7 +24,7 @@ from kubernetes_asyncio.client import CoreV1Api, CustomObjectsApi
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from . import observability as obs
-from .claims import HotLoopRecord, hot_loop_check, is_our_reference, record_annotations
+from .claims import HotLoopRecord, hot_loop_check, hot_loop_key, is_our_reference, record_annotations
 from .cloud.facts import CloudFacts
 from .cluster import (
     CLUSTER_READS,
@@ -51,6 +51,7 @@ from .constants import (
     EVENT_TYPE_NORMAL,
     EVENT_TYPE_WARNING,
     EVENT_UPDATED,
+    HOT_LOOP_KEY_PREFIX,
     MACHINE_API_GROUP,
     MACHINESET_KIND,
     MACHINESET_PLURAL,
@@ -461,8 +462,10 @@ class Controller:
         self, key: str, obj: dict[str, Any], decision: BootImageDecision, ctx: PlanningContext
     ) -> MachineSetState:
         if decision.action is Action.SKIP and decision.reason == Reason.NOT_ENROLLED:
-            # Opting out is also how an admin ends a hot loop: forget our count with the claim.
-            self._hot_loops.pop(str((obj.get("metadata") or {}).get("uid", "")), None)
+            # Opting out is also how an admin ends a hot loop: forget our counts with the claim.
+            uid = str((obj.get("metadata") or {}).get("uid", ""))
+            self._hot_loops.pop(uid, None)
+            await self._forget_kept_hot_loops([uid])
             await self._release_if_claimed(obj, ctx)
             return MachineSetState(decision)
         if decision.action is not Action.PATCH or self.options.dry_run or not self.is_leader():
@@ -491,7 +494,9 @@ class Controller:
         self, obj: dict[str, Any], decision: BootImageDecision
     ) -> tuple[MachineSetState, dict[str, Any] | None]:
         resource = MachineResource.from_object(obj)
-        hot = hot_loop_check(resource.annotations, decision, self._hot_loops.get(resource.uid))
+        hot = hot_loop_check(
+            resource.annotations, decision, self._hot_loops.get(resource.uid), self._kept_hot_loop(resource.uid)
+        )
         if hot is None:
             message = (
                 f"refusing to write the same boot image a 4th time: something keeps reverting "
@@ -512,6 +517,11 @@ class Controller:
                 # under a new holder) once the old holder is gone (`_holder_deleted`).
                 self._enqueue(CLAIMS_KEY)
                 return MachineSetState(decision), None
+            if hot.count > 1:
+                # A repeat: some other writer reverted us. Count it where no writer of the
+                # MachineSet can erase it, before the patch goes (a crash between the two then
+                # over-counts by one, never under-counts).
+                await self.writer.keep_hot_loop({hot_loop_key(resource.uid): hot.to_annotation()})
             annotations = record_annotations(decision, hot, now_utc())
             with write_preconditions(self.upgrade_gate):
                 result = await self.writer.patch_boot_image(obj, decision, annotations, holder)
@@ -527,6 +537,12 @@ class Controller:
             return MachineSetState(decision), None
         return MachineSetState(decision), None  # GONE: deleted meanwhile
 
+    def _kept_hot_loop(self, uid: str) -> HotLoopRecord | None:
+        """The hot-loop count the claim holder keeps for this MachineSet (watch cache)."""
+        items = self.informers["holder"].list()
+        data = (items[0].get("data") or {}) if items else {}
+        return HotLoopRecord.from_annotation(data.get(hot_loop_key(uid)))
+
     def _cached_holder(self) -> Holder | None:
         """The holder as the watch cache has it, when usable as is: finalizer on, not being deleted.
 
@@ -540,6 +556,14 @@ class Controller:
         if not meta.get("uid") or meta.get("deletionTimestamp") or CLAIM_FINALIZER not in (meta.get("finalizers") or []):
             return None
         return Holder(str(meta["uid"]), deleting=False)
+
+    async def _forget_kept_hot_loops(self, uids: list[str]) -> None:
+        """Drop the holder's counts for these MachineSets (opted out, or gone), if it has any."""
+        if self.options.dry_run or not self.is_leader():
+            return
+        stale = [uid for uid in uids if self._kept_hot_loop(uid) is not None]
+        if stale:
+            await self.writer.keep_hot_loop(dict.fromkeys((hot_loop_key(uid) for uid in stale), None))
 
     async def _release_if_claimed(self, obj: dict[str, Any], ctx: PlanningContext) -> None:
         """A MachineSet left enrollment: remove our owner reference (and nothing else)."""
@@ -583,6 +607,10 @@ class Controller:
             _claimed(o) for o in await fresh_machines(self.custom)
         ):
             await self.writer.ensure_holder()  # restores the finalizer
+        # Hot-loop counts of MachineSets that are gone (their delete re-queued this key).
+        known = {str((o.get("metadata") or {}).get("uid", "")) for read in MACHINE_READS for o in self.informers[read.role].list()}
+        kept = [k.removeprefix(HOT_LOOP_KEY_PREFIX) for k in (holder[0].get("data") or {}) if k.startswith(HOT_LOOP_KEY_PREFIX)]
+        await self._forget_kept_hot_loops([uid for uid in kept if uid not in known])
         return DONE
 
     def _emit_events(self, obj: dict[str, Any], previous: MachineSetState | None, state: MachineSetState) -> None:

@@ -43,6 +43,7 @@ from .model import BootImageDecision
 
 log = structlog.get_logger(__name__)
 
+MERGE_PATCH = "application/merge-patch+json"
 # Reads of the claim holder before giving up on a race with another writer (the reconcile retries).
 HOLDER_ATTEMPTS = 5
 
@@ -143,6 +144,16 @@ class MachineSetWriter:
                 CLAIM_HOLDER_NAME, CLAIM_HOLDER_NAMESPACE, ops, _content_type=JSON_PATCH
             ),
             what="patch claim holder",
+        )
+
+    async def keep_hot_loop(self, entries: Mapping[str, str | None]) -> None:
+        """Set (or, with None, remove) hot-loop counts in the holder's data: a JSON merge patch of
+        those keys only, so concurrent workers writing other MachineSets' keys never collide."""
+        await with_retries(
+            lambda: self.core.patch_namespaced_config_map(
+                CLAIM_HOLDER_NAME, CLAIM_HOLDER_NAMESPACE, {"data": dict(entries)}, _content_type=MERGE_PATCH
+            ),
+            what="patch claim holder hot-loop counts",
         )
 
     async def remove_holder_finalizer(self) -> bool:

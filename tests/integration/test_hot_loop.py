@@ -18,9 +18,11 @@ from harness.objects import MERGE_PATCH, kube_request
 from bootimage_controller.constants import (
     ANNOTATION_HOT_LOOP,
     ANNOTATION_UPDATED_AT,
+    CLAIM_HOLDER_NAME,
     CO_DEGRADED,
     CONDITION_DEGRADED,
     EVENT_HOT_LOOP,
+    HOT_LOOP_KEY_PREFIX,
     HOT_LOOP_LIMIT,
     Reason,
 )
@@ -160,3 +162,34 @@ async def test_a_writer_replacing_the_whole_object_is_stopped_too(
     assert applied["replaced"] == len(reverted) == HOT_LOOP_LIMIT
     final = await get_ms(kube_api, "replaced")
     assert final is not None and ANNOTATION_UPDATED_AT not in annotations_of(final)  # the record was wiped
+
+
+async def test_a_whole_object_writer_is_stopped_across_restarts_by_the_count_the_holder_keeps(
+    kube_cluster: TestCluster, kube_api: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`oc replace` / GitOps: each revert wipes our annotations, and each daemon start used to
+    write three more times (25 identical patches over 8 restarts). The count lives in the claim
+    holder now, where that writer cannot reach it: three writes in all, whatever the restarts."""
+    await base_cluster(kube_api)
+    original = (await aws_machinesets(kube_api, ["gitops"]))["gitops"]
+    applied = count_applied_patches(monkeypatch)
+
+    async def put_the_old_copy(current: dict[str, Any]) -> None:
+        old_copy = copy.deepcopy(original)
+        old_copy["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+        await kube_request(kube_api, "PUT", f"{MS_PATH}/gitops", old_copy)
+
+    async with rogue(kube_api, "gitops", put_the_old_copy, every=0.5):
+        for start in range(3):
+            # Each start: clear the condition, so Degraded can only come from this daemon's refusal.
+            await kube_request(kube_api, "PATCH", f"{MC_PATH}/status", {"status": {"conditions": []}},
+                               content_type=MERGE_PATCH)
+            async with daemon_task(kube_cluster.kubeconfig):
+                await wait_for(lambda: degraded_by_hot_loop(kube_api, "gitops"), 30, f"Degraded after start {start + 1}")
+                await wait_for(lambda: boots(kube_api, "gitops", AWS_416), 5, "the rogue's last revert")
+            assert applied["gitops"] == HOT_LOOP_LIMIT, f"after start {start + 1}"
+    holder = await kube_request(kube_api, "GET", f"/api/v1/namespaces/openshift-machine-api/configmaps/{CLAIM_HOLDER_NAME}")
+    kept = json.loads(holder["data"][f"{HOT_LOOP_KEY_PREFIX}{original['metadata']['uid']}"])
+    assert kept["count"] == HOT_LOOP_LIMIT and AWS_422 in kept["target"]
+    hot = [e for e in await events_for(kube_api, "gitops") if e["reason"] == EVENT_HOT_LOOP]
+    assert hot and all(e["type"] == "Warning" for e in hot)
