@@ -75,6 +75,18 @@ async def rogue(api: Any, name: str, revert: Revert, every: float = 1.0) -> Asyn
             await task
 
 
+def put_back(api: Any, name: str, original: dict[str, Any]) -> Revert:
+    """A writer that replaces the whole object with its old copy (`oc replace`, a GitOps tool): a
+    custom resource update needs the current resourceVersion, so it takes that from the live object."""
+
+    async def revert(current: dict[str, Any]) -> None:
+        old_copy = copy.deepcopy(original)
+        old_copy["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+        await kube_request(api, "PUT", f"{MS_PATH}/{name}", old_copy)
+
+    return revert
+
+
 def count_applied_patches(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
     """Boot image patches of the daemon that the API server applied, per MachineSet."""
     applied: Counter[str] = Counter()
@@ -151,12 +163,7 @@ async def test_a_writer_replacing_the_whole_object_is_stopped_too(
     original = (await aws_machinesets(kube_api, ["replaced"]))["replaced"]
     applied = count_applied_patches(monkeypatch)
 
-    async def put_the_old_copy(current: dict[str, Any]) -> None:
-        old_copy = copy.deepcopy(original)
-        old_copy["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
-        await kube_request(kube_api, "PUT", f"{MS_PATH}/replaced", old_copy)
-
-    async with daemon_task(kube_cluster.kubeconfig), rogue(kube_api, "replaced", put_the_old_copy) as reverted:
+    async with daemon_task(kube_cluster.kubeconfig), rogue(kube_api, "replaced", put_back(kube_api, "replaced", original)) as reverted:
         await wait_for(lambda: degraded_by_hot_loop(kube_api, "replaced"), 30, "Degraded naming the hot loop")
         await wait_for(lambda: boots(kube_api, "replaced", AWS_416), 5, "the rogue's last revert")
     assert applied["replaced"] == len(reverted) == HOT_LOOP_LIMIT
@@ -174,12 +181,7 @@ async def test_a_whole_object_writer_is_stopped_across_restarts_by_the_count_the
     original = (await aws_machinesets(kube_api, ["gitops"]))["gitops"]
     applied = count_applied_patches(monkeypatch)
 
-    async def put_the_old_copy(current: dict[str, Any]) -> None:
-        old_copy = copy.deepcopy(original)
-        old_copy["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
-        await kube_request(kube_api, "PUT", f"{MS_PATH}/gitops", old_copy)
-
-    async with rogue(kube_api, "gitops", put_the_old_copy, every=0.5):
+    async with rogue(kube_api, "gitops", put_back(kube_api, "gitops", original), every=0.5):
         for start in range(3):
             # Each start: clear the condition, so Degraded can only come from this daemon's refusal.
             await kube_request(kube_api, "PATCH", f"{MC_PATH}/status", {"status": {"conditions": []}},
