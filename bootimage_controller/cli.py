@@ -381,7 +381,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
     _configure_logging(None, "DEBUG" if args.verbose else "WARNING")
     if args.from_cluster:
-        objects = plan_inputs.fetch_cluster_objects(args.kubeconfig, with_secrets=args.cloud_verify)
+        from .plan_cluster import fetch_cluster_objects
+
+        objects = fetch_cluster_objects(args.kubeconfig, with_secrets=args.cloud_verify)
     else:
         objects = plan_inputs.load_paths(args.paths)
     inputs = plan_inputs.classify(objects)

@@ -50,7 +50,7 @@ from .kube.retry import describe, with_retries
 from .kube.workqueue import WorkQueue, run_workers
 from .reporting import PassReporter
 from .skew.verdict import SkewLimits
-from .status import StatusWriter
+from .status_writer import StatusWriter
 from .stub_ignition import StubIgnitionChecks
 from .supervision import Supervisor
 

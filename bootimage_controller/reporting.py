@@ -34,11 +34,11 @@ from .status import (
     Outcome,
     PassSummary,
     Result,
-    StatusWriter,
     degraded_condition,
     find_condition,
     progressing_condition,
 )
+from .status_writer import StatusWriter
 
 log = structlog.get_logger(__name__)
 

@@ -1,15 +1,12 @@
-"""Status reporting: the MachineConfiguration conditions, the ClusterOperator, and their writer.
+"""Status reporting, the pure part: the MachineConfiguration conditions and the ClusterOperator.
 
-Three layers:
+(`status_writer.StatusWriter` writes them.)
 
 - Pure summaries. `PassSummary` counts a pass's outcomes per kind; `progressing_condition` and
   `degraded_condition` turn it into `BootImageUpdateProgressing` / `BootImageUpdateDegraded` with
   the Machine Config Operator's message wording (`Reconciled 3 of 4 MAPI MachineSets (1 skipped) |
   Reconciled 0 of 0 ControlPlaneMachineSets`); `ClusterOperatorStatus.build` derives the
   ClusterOperator's conditions, versions and related objects.
-- `StatusWriter`: the only thing that writes these statuses. The controller tells it the desired
-  state as often as it likes; it coalesces (latest wins), writes at most once per `min_interval`
-  per object, and writes nothing when the cluster already holds the desired state.
 
 Deliberate differences from the Machine Config Operator (reference section 10):
 - `lastTransitionTime` changes only when a condition's status flips (the usual Kubernetes
@@ -26,23 +23,17 @@ Deliberate differences from the Machine Config Operator (reference section 10):
 
 from __future__ import annotations
 
-import asyncio
-import json
-import math
-import time
-from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import Enum
-from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import structlog
-from kubernetes_asyncio.client.exceptions import ApiException
 
 from . import __version__
 from .constants import (
     BOOTIMAGES_CONFIGMAP,
-    CLUSTEROPERATOR_PLURAL,
     CO_AVAILABLE,
     CO_DEGRADED,
     CO_PROGRESSING,
@@ -50,13 +41,10 @@ from .constants import (
     CONDITION_DEGRADED,
     CONDITION_MESSAGE_MAX,
     CONDITION_PROGRESSING,
-    CONFIG_GROUP,
-    CONFIG_VERSION,
     CPMS_KIND,
     CPMS_LABEL,
     CPMS_NAME,
     CPMS_PLURAL,
-    DEFAULT_CLUSTER_OPERATOR,
     MACHINE_API_GROUP,
     MACHINECONFIGURATION_NAME,
     MACHINECONFIGURATION_PLURAL,
@@ -65,16 +53,14 @@ from .constants import (
     MAPI_NAMESPACE,
     MCO_NAMESPACE,
     OPERATOR_GROUP,
-    OPERATOR_VERSION,
     Action,
     ConditionReason,
     Reason,
 )
-from .kube.retry import Backoff, Sleep, describe, with_retries
 from .kube.times import format_time
 
 if TYPE_CHECKING:
-    from kubernetes_asyncio.client import CustomObjectsApi
+    pass
 
 log = structlog.get_logger(__name__)
 
@@ -514,446 +500,3 @@ class ClusterOperatorStatus:
             versions=(("operator", version),),
             related_objects=default_related_objects(operator_namespace),
         )
-
-
-# --- the writer ----------------------------------------------------------------------------------
-
-
-class WriteResult(Enum):
-    WRITTEN = "written"  # the cluster now holds the desired state
-    UNCHANGED = "unchanged"  # it already did: nothing was written
-    DEFERRED = "deferred"  # the object is missing; write when the controller calls again
-    FAILED = "failed"  # retry with backoff
-
-
-T = TypeVar("T")
-Clock = Callable[[], float]
-
-
-class _Channel(Generic[T]):
-    """Latest-wins coalescing of one object's desired status, at most one write per interval.
-
-    `offer` never blocks: it records the state and makes sure a drain task runs. The drain
-    writes at once after a quiet period, else waits until `interval` after the previous write;
-    states offered meanwhile replace each other. A state equal to what the cluster is known to
-    hold (last written, or read) is not written.
-    """
-
-    def __init__(
-        self,
-        name: str,
-        write: Callable[[T], Awaitable[WriteResult]],
-        *,
-        interval: float,
-        clock: Clock,
-        sleep: Sleep,
-    ) -> None:
-        self.name = name
-        self._write = write
-        self._interval = interval
-        self._clock = clock
-        self._sleep = sleep
-        self._backoff = Backoff(base=max(interval, 1.0), cap=60.0)
-        self._desired: T | None = None
-        self._desired_key: Hashable = None
-        self._synced_key: Hashable = None  # what the cluster is known to hold
-        self._inflight_key: Hashable = None
-        self._dirty = False
-        self._next_allowed = -math.inf
-        self._failures = 0
-        self._flushing = False
-        self._task: asyncio.Task[None] | None = None
-        self._wake = asyncio.Event()
-
-    def offer(self, desired: T, key: Hashable) -> None:
-        self._desired, self._desired_key = desired, key
-        settled = self._inflight_key is None and key == self._synced_key
-        if settled or (self._inflight_key is not None and key == self._inflight_key):
-            self._dirty = False
-            return
-        self._dirty = True
-        self._start()
-
-    def observed(self, key: Hashable) -> None:
-        """The cluster was seen holding `key` (a watch event): write again if that is not ours."""
-        if self._inflight_key is not None:
-            return  # the event races our own write; the write compares against a fresh read
-        self._synced_key = key
-        if self._desired is not None and key != self._desired_key:
-            self._dirty = True
-            self._start()
-
-    def _start(self) -> None:
-        if self._task is None or self._task.done():
-            self._task = asyncio.get_running_loop().create_task(self._drain(), name=f"status-{self.name}")
-
-    async def _pause(self, delay: float) -> None:
-        """Sleep `delay`, or less if `flush` wakes us."""
-        sleeper = asyncio.ensure_future(self._sleep(delay))
-        waker = asyncio.ensure_future(self._wake.wait())
-        try:
-            await asyncio.wait({sleeper, waker}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            sleeper.cancel()
-            waker.cancel()
-        self._wake.clear()
-
-    async def _drain(self) -> None:
-        while self._dirty and self._desired is not None:
-            delay = self._next_allowed - self._clock()
-            if delay > 0 and not self._flushing:
-                await self._pause(delay)
-                continue
-            desired, key = self._desired, self._desired_key
-            self._dirty = False
-            self._inflight_key = key
-            started = self._clock()
-            try:
-                result = await self._write(desired)
-            except ApiException as exc:  # 403, 422, retries exhausted: try again after a backoff
-                log.error("status write failed", object=self.name, error=describe(exc))
-                result = WriteResult.FAILED
-            except Exception as exc:  # connection errors after retries, or a bug: keep the loop alive
-                log.error("status write failed", object=self.name, error=describe(exc), exc_info=True)
-                result = WriteResult.FAILED
-            finally:
-                self._inflight_key = None
-            self._next_allowed = started + self._interval
-            if result in (WriteResult.WRITTEN, WriteResult.UNCHANGED):
-                self._synced_key = key
-                self._failures = 0
-            elif result is WriteResult.DEFERRED:
-                self._synced_key = None
-            else:
-                self._dirty = True
-                if self._flushing:
-                    return
-                delay = self._backoff.delay(self._failures)
-                self._failures += 1
-                self._next_allowed = max(self._next_allowed, self._clock() + delay)
-
-    async def flush(self) -> None:
-        """Write the latest state now, ignoring the interval (shutdown); one attempt on failure."""
-        self._flushing = True
-        try:
-            if self._dirty:
-                self._start()
-            self._wake.set()
-            if self._task is not None:
-                await self._task
-        finally:
-            self._flushing = False
-            self._wake.clear()
-
-    async def aclose(self) -> None:
-        try:
-            await self.flush()
-        finally:
-            if self._task is not None and not self._task.done():
-                self._task.cancel()
-
-    async def discard(self) -> None:
-        self._dirty = False
-        if self._task is not None and not self._task.done():
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-
-
-class CustomObjectsApiLike(Protocol):
-    """The subset of `kubernetes_asyncio.client.CustomObjectsApi` the writer calls.
-
-    The real class qualifies at run time; its bundled stubs leave out `_content_type`, so the
-    writer also accepts it by name.
-    """
-
-    def get_cluster_custom_object(
-        self, group: str, version: str, plural: str, name: str
-    ) -> Awaitable[Any]: ...
-    def create_cluster_custom_object(
-        self, group: str, version: str, plural: str, body: Any
-    ) -> Awaitable[Any]: ...
-    def patch_cluster_custom_object_status(
-        self, group: str, version: str, plural: str, name: str, body: Any, *, _content_type: str
-    ) -> Awaitable[Any]: ...
-
-
-@dataclass(frozen=True)
-class _McDesired:
-    conditions: tuple[Condition, ...]
-    skew_status: Mapping[str, Any] | None
-
-
-def _canonical(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
-
-
-def _mc_key(conditions: Iterable[Condition], skew_status: Mapping[str, Any] | None) -> Hashable:
-    return (tuple(sorted(c.state for c in conditions)), _canonical(skew_status))
-
-
-def _co_key(status: ClusterOperatorStatus) -> Hashable:
-    return (
-        tuple(sorted(c.state for c in status.conditions)),
-        _canonical(status.versions_list()),
-        _canonical(status.related_list()),
-    )
-
-
-_SAME = object()
-
-
-def _without_nulls(value: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: _without_nulls(v) if isinstance(v, Mapping) else v for k, v in value.items() if v is not None}
-
-
-def merge_patch_diff(old: Any, new: Any) -> Any:
-    """An RFC 7386 merge patch turning `old` into `new`, or `_SAME` (module private) if equal.
-
-    Keys of `old` missing from `new` become explicit nulls: a merge patch merges objects, so
-    without them a stale `automatic.ocpVersion` would survive a switch to `rhcosVersion`.
-    """
-    if isinstance(old, Mapping) and isinstance(new, Mapping):
-        out: dict[str, Any] = {k: None for k in old if k not in new}
-        for k, v in new.items():
-            if k not in old:
-                out[k] = v
-                continue
-            sub = merge_patch_diff(old[k], v)
-            if sub is not _SAME:
-                out[k] = sub
-        return out if out else _SAME
-    return _SAME if old == new else new
-
-
-class StatusWriter:
-    """Writes the MachineConfiguration `cluster` status and our ClusterOperator, batched.
-
-    Call `set_machineconfiguration` / `set_cluster_operator` (plain methods, they never block)
-    as often as convenient, from inside the event loop; `flush()` (or `aclose()`) on shutdown.
-    Every write request sent is counted in `writes` (and per object in `writes_by_object`).
-    """
-
-    def __init__(
-        self,
-        custom_api: CustomObjectsApi | CustomObjectsApiLike,
-        *,
-        cluster_operator: str = DEFAULT_CLUSTER_OPERATOR,
-        min_interval: float = 1.0,
-        clock: Clock = time.monotonic,
-        sleep: Sleep = asyncio.sleep,
-        retry_attempts: int = 5,
-    ) -> None:
-        self._api = cast(CustomObjectsApiLike, custom_api)
-        self.cluster_operator = cluster_operator
-        self._sleep = sleep
-        self._attempts = retry_attempts
-        self.writes = 0
-        self.writes_by_object: dict[str, int] = {}
-        self._mc_missing_logged = False
-        self._mc = _Channel[_McDesired](
-            f"machineconfiguration/{MACHINECONFIGURATION_NAME}",
-            self._write_machineconfiguration,
-            interval=min_interval,
-            clock=clock,
-            sleep=sleep,
-        )
-        self._co = _Channel[ClusterOperatorStatus](
-            f"clusteroperator/{cluster_operator}",
-            self._write_cluster_operator,
-            interval=min_interval,
-            clock=clock,
-            sleep=sleep,
-        )
-
-    # -- what the controller calls
-
-    def set_machineconfiguration(
-        self, conditions: Sequence[Condition], skew_status: Mapping[str, Any] | None = None
-    ) -> None:
-        """Desired `status.conditions` (only these types are touched) and, when given,
-        `status.bootImageSkewEnforcementStatus` (replaced whole; None leaves it alone). Null
-        values in `skew_status` mean "absent", so a full object and a merge patch both work."""
-        desired = _McDesired(
-            tuple(conditions), _without_nulls(skew_status) if skew_status is not None else None
-        )
-        self._mc.offer(desired, _mc_key(desired.conditions, desired.skew_status))
-
-    def set_cluster_operator(self, status: ClusterOperatorStatus) -> None:
-        if not self.cluster_operator:
-            return  # --cluster-operator "" disables it
-        self._co.offer(status, _co_key(status))
-
-    def observe_machineconfiguration(self, obj: Mapping[str, Any]) -> None:
-        """Optional: feed watch events so a status someone else rewrote is written back.
-
-        Only our condition types (the ones last set) and the skew status are compared.
-        """
-        desired = self._mc._desired
-        if desired is None:
-            return
-        status = obj.get("status") or {}
-        ours = [find_condition(status.get("conditions") or (), c.type) for c in desired.conditions]
-        held = tuple(c for c in ours if c is not None)
-        skew = status.get("bootImageSkewEnforcementStatus") if desired.skew_status is not None else None
-        self._mc.observed(_mc_key(held, skew))
-
-    async def flush(self) -> None:
-        await asyncio.gather(self._mc.flush(), self._co.flush())
-
-    async def aclose(self) -> None:
-        await asyncio.gather(self._mc.aclose(), self._co.aclose())
-
-    async def discard(self) -> None:
-        """Stop without writing what is pending (the leader's last flush already ran, or this
-        process no longer leads and must not write)."""
-        await asyncio.gather(self._mc.discard(), self._co.discard())
-
-    # -- the writes
-
-    def _count(self, what: str) -> None:
-        self.writes += 1
-        self.writes_by_object[what] = self.writes_by_object.get(what, 0) + 1
-
-    async def _call(self, what: str, fn: Callable[[], Awaitable[Any]]) -> Any:
-        return await with_retries(fn, what=what, attempts=self._attempts, sleep=self._sleep)
-
-    async def _patch_status(self, group: str, version: str, plural: str, name: str, body: Any) -> Any:
-        what = f"{plural}/{name}/status"
-
-        async def call() -> Any:
-            self._count(what)
-            return await self._api.patch_cluster_custom_object_status(
-                group, version, plural, name, body, _content_type=MERGE_PATCH
-            )
-
-        return await self._call(f"patch {what}", call)
-
-    async def _get(self, group: str, version: str, plural: str, name: str) -> Any:
-        return await self._call(
-            f"get {plural}/{name}",
-            lambda: self._api.get_cluster_custom_object(group, version, plural, name),
-        )
-
-    async def _write_machineconfiguration(self, desired: _McDesired) -> WriteResult:
-        g, v, p, n = OPERATOR_GROUP, OPERATOR_VERSION, MACHINECONFIGURATION_PLURAL, MACHINECONFIGURATION_NAME
-        for _ in range(MAX_CONFLICT_RETRIES):
-            try:
-                obj = await self._get(g, v, p, n)
-            except ApiException as exc:
-                if exc.status == 404:
-                    return self._machineconfiguration_missing()
-                raise
-            self._mc_missing_logged = False
-            body = self._machineconfiguration_patch(obj, desired)
-            if body is None:
-                return WriteResult.UNCHANGED
-            try:
-                await self._patch_status(g, v, p, n, body)
-            except ApiException as exc:
-                if exc.status == 409:
-                    log.debug("MachineConfiguration status conflict, re-reading")
-                    continue
-                if exc.status == 404:
-                    return self._machineconfiguration_missing()
-                raise
-            log.debug(
-                "MachineConfiguration status written", conditions=[c.state[:2] for c in desired.conditions]
-            )
-            return WriteResult.WRITTEN
-        log.warning("MachineConfiguration status kept conflicting; will retry", attempts=MAX_CONFLICT_RETRIES)
-        return WriteResult.FAILED
-
-    def _machineconfiguration_missing(self) -> WriteResult:
-        if not self._mc_missing_logged:
-            log.warning(
-                "MachineConfiguration not found; its status will be written when it exists",
-                name=MACHINECONFIGURATION_NAME,
-            )
-            self._mc_missing_logged = True
-        return WriteResult.DEFERRED
-
-    @staticmethod
-    def _machineconfiguration_patch(obj: Mapping[str, Any], desired: _McDesired) -> dict[str, Any] | None:
-        status = obj.get("status") or {}
-        current = status.get("conditions") or []
-        patch: dict[str, Any] = {}
-        merged = merge_conditions(current, desired.conditions)
-        if merged != list(current):
-            patch["conditions"] = merged  # lists are replaced whole by a merge patch
-        if desired.skew_status is not None:
-            diff = merge_patch_diff(status.get("bootImageSkewEnforcementStatus"), desired.skew_status)
-            if diff is not _SAME:
-                patch["bootImageSkewEnforcementStatus"] = diff
-        if not patch:
-            return None
-        rv = (obj.get("metadata") or {}).get("resourceVersion")
-        return {"metadata": {"resourceVersion": rv}, "status": patch}
-
-    async def _write_cluster_operator(self, desired: ClusterOperatorStatus) -> WriteResult:
-        g, v, p, n = CONFIG_GROUP, CONFIG_VERSION, CLUSTEROPERATOR_PLURAL, self.cluster_operator
-        for _ in range(MAX_CONFLICT_RETRIES):
-            try:
-                obj = await self._get(g, v, p, n)
-            except ApiException as exc:
-                if exc.status != 404:
-                    raise
-                obj = await self._create_cluster_operator()
-                if obj is None:
-                    continue  # someone created it meanwhile: read theirs
-            body = self._cluster_operator_patch(obj, desired)
-            if body is None:
-                return WriteResult.UNCHANGED
-            try:
-                await self._patch_status(g, v, p, n, body)
-            except ApiException as exc:
-                if exc.status in (404, 409):
-                    continue  # conflict, or deleted under us: re-read (and re-create)
-                raise
-            log.debug("ClusterOperator status written", name=n)
-            return WriteResult.WRITTEN
-        log.warning("ClusterOperator status kept conflicting; will retry", name=n)
-        return WriteResult.FAILED
-
-    async def _create_cluster_operator(self) -> Any:
-        """Create our ClusterOperator (status is ignored on create: it is a subresource)."""
-        body = {
-            "apiVersion": f"{CONFIG_GROUP}/{CONFIG_VERSION}",
-            "kind": "ClusterOperator",
-            "metadata": {"name": self.cluster_operator},
-            "spec": {},
-        }
-        what = f"{CLUSTEROPERATOR_PLURAL}/{self.cluster_operator}"
-
-        async def call() -> Any:
-            self._count(what)
-            return await self._api.create_cluster_custom_object(
-                CONFIG_GROUP, CONFIG_VERSION, CLUSTEROPERATOR_PLURAL, body
-            )
-
-        try:
-            created = await self._call(f"create {what}", call)
-        except ApiException as exc:
-            if exc.status == 409:
-                return None
-            raise
-        log.info("ClusterOperator created", name=self.cluster_operator)
-        return created
-
-    @staticmethod
-    def _cluster_operator_patch(
-        obj: Mapping[str, Any], desired: ClusterOperatorStatus
-    ) -> dict[str, Any] | None:
-        status = obj.get("status") or {}
-        patch: dict[str, Any] = {}
-        current = status.get("conditions") or []
-        merged = merge_conditions(current, desired.conditions)
-        if merged != list(current):
-            patch["conditions"] = merged
-        if status.get("versions") != desired.versions_list():
-            patch["versions"] = desired.versions_list()
-        if status.get("relatedObjects") != desired.related_list():
-            patch["relatedObjects"] = desired.related_list()
-        if not patch:
-            return None
-        rv = (obj.get("metadata") or {}).get("resourceVersion")
-        return {"metadata": {"resourceVersion": rv}, "status": patch}

@@ -35,10 +35,10 @@ from bootimage_controller.status import (
     Outcome,
     PassSummary,
     Result,
-    StatusWriter,
     degraded_condition,
     progressing_condition,
 )
+from bootimage_controller.status_writer import StatusWriter
 
 pytestmark = pytest.mark.integration
 

@@ -1,0 +1,140 @@
+"""`plan --from-cluster`: the objects `plan` uses, read once from a live cluster.
+
+The reads are the rows of `cluster.CLUSTER_READS`, the table the daemon's informers are built
+from, so `plan` on a live cluster sees what the daemon sees. Missing objects (404) and objects the
+user may not read (403) are left out and logged; anything else is a `ClusterReadError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from .cluster import CLUSTER_READS, ClusterRead
+from .constants import MAPI_NAMESPACE
+from .plan_inputs import CLOUD_SECRET_NAMES, ClusterReadError, SourcedObject
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True)
+class _Read:
+    """One read `plan --from-cluster` makes, and the kind/apiVersion to stamp on list items."""
+
+    what: str
+    api_version: str
+    kind: str
+    call: Any = field(repr=False)
+    is_list: bool = False
+
+
+def fetch_cluster_objects(kubeconfig: str | None, *, with_secrets: bool = False) -> list[SourcedObject]:
+    """The objects `plan` uses, read once from a live cluster. Missing objects are fine.
+
+    `with_secrets` (for `--cloud-verify`) also gets the cloud credentials Secrets, by name only.
+    """
+    return asyncio.run(_fetch_cluster_objects(kubeconfig, with_secrets))
+
+
+async def _fetch_cluster_objects(kubeconfig: str | None, with_secrets: bool) -> list[SourcedObject]:
+    from kubernetes_asyncio import client
+    from kubernetes_asyncio.config import ConfigException
+
+    from .kube.client import ClientConfigError, make_api_client
+
+    if kubeconfig and not Path(kubeconfig).is_file():
+        raise ClusterReadError(f"--kubeconfig {kubeconfig}: no such file")
+    try:
+        api = await make_api_client(kubeconfig)
+    except ClientConfigError as exc:
+        raise ClusterReadError(str(exc)) from None
+    except (ConfigException, OSError, ValueError, TypeError, KeyError) as exc:
+        raise ClusterReadError(f"cannot load the Kubernetes configuration {kubeconfig or ''}: {exc}") from None
+    async with api:
+        core = client.CoreV1Api(api)
+        reads = _cluster_reads(client.CustomObjectsApi(api), core)
+        if with_secrets:
+            reads += [
+                _Read(f"Secret {name}", "v1", "Secret",
+                      lambda name=name: core.read_namespaced_secret(name, MAPI_NAMESPACE, _preload_content=False))
+                for name in CLOUD_SECRET_NAMES.values()
+            ]
+        # Every read finishes before the client closes; the first failure is then reported.
+        results = await asyncio.gather(*(_run_read(r) for r in reads), return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+    return [obj for group in results if isinstance(group, list) for obj in group]
+
+
+def _cluster_reads(co: Any, core: Any) -> list[_Read]:
+    """One read per row of `cluster.CLUSTER_READS`, the table the daemon's informers come from.
+
+    Raw responses (`_preload_content=False`): the objects exactly as the API server sent them,
+    unknown fields included, with no typed model to reject or rename anything.
+    """
+    return [_Read(_what(r), r.api_version, r.kind, _read_call(co, core, r), is_list=r.name is None) for r in CLUSTER_READS]
+
+
+def _what(read: ClusterRead) -> str:
+    if read.label_selector:
+        return f"{read.kind}s {read.label_selector}"
+    return f"{read.kind} {read.name}" if read.name else f"{read.kind}s"
+
+
+def _read_call(co: Any, core: Any, read: ClusterRead) -> Any:
+    raw = {"_preload_content": False}
+    if read.kind == "ConfigMap":
+        return lambda: core.read_namespaced_config_map(read.name, read.namespace, **raw)
+    if read.kind == "Node":
+        return lambda: core.list_node(label_selector=read.label_selector, **raw)
+    if read.name is None:
+        return lambda: co.list_namespaced_custom_object(read.group, read.version, read.namespace, read.plural, **raw)
+    if read.namespace is None:
+        return lambda: co.get_cluster_custom_object(read.group, read.version, read.plural, read.name, **raw)
+    return lambda: co.get_namespaced_custom_object(read.group, read.version, read.namespace, read.plural, read.name, **raw)
+
+
+async def _run_read(read: _Read) -> list[SourcedObject]:
+    import aiohttp
+    from kubernetes_asyncio.client.exceptions import ApiException
+
+    try:
+        response = await read.call()
+        try:
+            status, reason, body = response.status, response.reason, await response.read()
+        finally:
+            response.release()
+    except ApiException as exc:  # raised by the client itself (e.g. a connection it could not make)
+        raise ClusterReadError(f"reading {read.what}: {exc.reason or exc}") from None
+    except (OSError, TimeoutError, aiohttp.ClientError) as exc:
+        raise ClusterReadError(f"reading {read.what}: {exc or type(exc).__name__}") from None
+    if status == 404:
+        log.info("not found in the cluster", object=read.what)
+        return []
+    if status == 403:
+        log.warning("not allowed to read; planning without it", object=read.what)
+        return []
+    if not 200 <= status < 300:
+        raise ClusterReadError(f"reading {read.what}: HTTP {status} {reason or ''}".rstrip())
+    try:
+        value = json.loads(body)
+    except ValueError:
+        raise ClusterReadError(f"reading {read.what}: the API server's answer is not JSON") from None
+    items = (value.get("items") or []) if read.is_list else [value]
+    source = f"cluster {read.what}"
+    # The API omits kind/apiVersion on the items of typed lists.
+    return [
+        SourcedObject({**item, "apiVersion": item.get("apiVersion") or read.api_version,
+                       "kind": item.get("kind") or read.kind}, source)
+        for item in items
+        if isinstance(item, Mapping)
+    ]
+
+
