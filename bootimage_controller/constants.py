@@ -298,6 +298,7 @@ METRIC_SKEW_NONE: Final = "bootimage_controller_skew_enforcement_none"
 METRIC_CLUSTER_BOOT_IMAGE: Final = "bootimage_controller_cluster_boot_image"  # _info appended
 # Not in the SPEC's list: an addition, for dashboards and the benchmark's "settled" signal.
 METRIC_EVENTS_PENDING: Final = "bootimage_controller_events_pending"
+METRIC_LEADER: Final = "bootimage_controller_leader"
 
 # `plan -o`
 OUTPUT_FORMATS: Final = ("table", "json", "yaml")

@@ -88,6 +88,7 @@ async def _run(args: argparse.Namespace) -> int:
     )
     # Every write this process sends, of any kind, is checked against the Lease when it is sent.
     api.fence = WriteFence(elector.write_refusal)
+    obs.LEADER.set_function(lambda: 1.0 if elector.is_leader else 0.0)  # read at scrape time
     writer = None if args.dry_run else StatusWriter(CustomObjectsApi(api), cluster_operator=args.cluster_operator)
     limits = SkewLimits.from_flags(args.ocp_skew_limit, args.rhel_skew_limit)
     reporter = PassReporter(writer, limits)

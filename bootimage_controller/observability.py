@@ -31,6 +31,7 @@ from .constants import (
     METRIC_API_REQUESTS,
     METRIC_CLUSTER_BOOT_IMAGE,
     METRIC_EVENTS_PENDING,
+    METRIC_LEADER,
     METRIC_MACHINESETS,
     METRIC_PATCHES,
     METRIC_RECONCILE_DURATION,
@@ -241,6 +242,11 @@ SKEW_ENFORCEMENT_NONE = Gauge(
 EVENTS_PENDING = Gauge(
     METRIC_EVENTS_PENDING,
     "Events queued behind the MachineSet work they report, not written yet.",
+    registry=REGISTRY,
+)
+LEADER = Gauge(
+    METRIC_LEADER,
+    "1 while this replica holds the Lease (and so is the one reconciling and reporting), else 0.",
     registry=REGISTRY,
 )
 CLUSTER_BOOT_IMAGE = Info(

@@ -1,0 +1,170 @@
+"""The shipped alerts (manifests/prometheusrule.yaml) under `promtool test rules`, on series shaped
+like the ones the daemon exports, and every metric they use is one the daemon registers."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from bootimage_controller import observability as obs
+
+from .manifests import MANIFESTS, REPO
+
+RULES = MANIFESTS / "prometheusrule.yaml"
+NS = "openshift-machine-config-operator"
+
+
+def promtool() -> str:
+    found = shutil.which("promtool")
+    if found:
+        return found
+    try:
+        done = subprocess.run(["bash", str(REPO / "hack" / "install-promtool.sh")], capture_output=True, text=True,
+                              timeout=300, check=True)
+    except (subprocess.CalledProcessError, OSError) as exc:
+        if os.environ.get("CI"):
+            raise  # CI must run these: hack/install-promtool.sh has to work there
+        pytest.skip(f"promtool not available (hack/install-promtool.sh: {exc})")
+    return done.stdout.strip().splitlines()[-1]
+
+
+def rules() -> dict[str, dict[str, Any]]:
+    doc = yaml.safe_load(RULES.read_text())
+    return {r["alert"]: r for g in doc["spec"]["groups"] for r in g["rules"]}
+
+
+def annotations(alert: str, value: str) -> dict[str, str]:
+    """The alert's annotations as Prometheus renders them for `value` (the templates used here)."""
+    out = {}
+    for key, text in rules()[alert]["annotations"].items():
+        text = re.sub(r"\{\{ \$value( \| humanize)? \}\}", value, text)
+        out[key] = text.strip()
+    return out
+
+
+def fires(alert: str, labels: dict[str, str], value: str = "") -> dict[str, Any]:
+    return {"exp_labels": {"severity": "warning", **labels}, "exp_annotations": annotations(alert, value)}
+
+
+def series(name: str, values: str, **labels: str) -> dict[str, str]:
+    text = ",".join(f'{k}="{v}"' for k, v in labels.items())
+    return {"series": f"{name}{{{text}}}", "values": values}
+
+
+CASES: dict[str, dict[str, Any]] = {
+    "skew: only the leader's gauge counts": {
+        "input_series": [
+            series("bootimage_controller_skew_upgradeable", "0x40", namespace=NS, pod="leader"),
+            series("bootimage_controller_leader", "1x40", namespace=NS, pod="leader"),
+            # a follower exports the gauge's default 0: not the cluster's state
+            series("bootimage_controller_skew_upgradeable", "0x40", namespace=NS, pod="follower"),
+            series("bootimage_controller_leader", "0x40", namespace=NS, pod="follower"),
+        ],
+        "alert_rule_test": [
+            {"eval_time": "10m", "alertname": "BootImageSkewHoldsUpgrades", "exp_alerts": []},
+            {"eval_time": "20m", "alertname": "BootImageSkewHoldsUpgrades",
+             "exp_alerts": [fires("BootImageSkewHoldsUpgrades", {"namespace": NS, "pod": "leader"})]},
+        ],
+    },
+    "skew: upgradeable again ends it": {
+        "input_series": [
+            series("bootimage_controller_skew_upgradeable", "0x20 1x20", namespace=NS, pod="leader"),
+            series("bootimage_controller_leader", "1x40", namespace=NS, pod="leader"),
+        ],
+        "alert_rule_test": [{"eval_time": "30m", "alertname": "BootImageSkewHoldsUpgrades", "exp_alerts": []}],
+    },
+    "degraded MachineSets, and a hot loop": {
+        "input_series": [
+            series("bootimage_controller_machinesets", "2x40", namespace=NS, pod="leader", action="error", reason="PatchFailed"),
+            series("bootimage_controller_machinesets", "1x40", namespace=NS, pod="leader", action="error", reason="HotLoop"),
+            series("bootimage_controller_machinesets", "40x40", namespace=NS, pod="leader", action="noop", reason="UpToDate"),
+        ],
+        "alert_rule_test": [
+            {"eval_time": "3m", "alertname": "BootImageHotLoop", "exp_alerts": []},
+            {"eval_time": "6m", "alertname": "BootImageHotLoop",
+             "exp_alerts": [fires("BootImageHotLoop", {"namespace": NS}, "1")]},
+            {"eval_time": "20m", "alertname": "BootImageMachineSetsDegraded", "exp_alerts": []},
+            {"eval_time": "35m", "alertname": "BootImageMachineSetsDegraded",
+             "exp_alerts": [fires("BootImageMachineSetsDegraded", {"namespace": NS}, "3")]},
+        ],
+    },
+    "403s rising": {
+        "input_series": [
+            series("bootimage_controller_api_requests_total", "0+1x60", namespace=NS, pod="leader", verb="patch",
+                   resource="machinesets", code="403"),
+            series("bootimage_controller_api_requests_total", "0+50x60", namespace=NS, pod="leader", verb="get",
+                   resource="machinesets", code="200"),
+        ],
+        "alert_rule_test": [
+            {"eval_time": "10m", "alertname": "BootImageControllerForbidden", "exp_alerts": []},
+            {"eval_time": "40m", "alertname": "BootImageControllerForbidden",
+             "exp_alerts": [fires("BootImageControllerForbidden", {"namespace": NS}, "15")]},
+        ],
+    },
+    "no replica up, then none leading": {
+        "input_series": [
+            series("up", "0x40", job="bootimage-controller-metrics", namespace=NS, pod="a"),
+            series("bootimage_controller_leader", "0x40", namespace=NS, pod="b"),
+            series("bootimage_controller_leader", "0x40", namespace=NS, pod="c"),
+        ],
+        "alert_rule_test": [
+            {"eval_time": "20m", "alertname": "BootImageControllerDown",
+             "exp_alerts": [fires("BootImageControllerDown", {"job": "bootimage-controller-metrics", "namespace": NS})]},
+            {"eval_time": "20m", "alertname": "BootImageControllerNotLeading",
+             "exp_alerts": [fires("BootImageControllerNotLeading", {"namespace": NS})]},
+        ],
+    },
+    "no target at all": {
+        "input_series": [series("bootimage_controller_leader", "1x40", namespace=NS, pod="elsewhere")],
+        "alert_rule_test": [
+            {"eval_time": "20m", "alertname": "BootImageControllerDown",
+             "exp_alerts": [fires("BootImageControllerDown", {"job": "bootimage-controller-metrics", "namespace": NS})]},
+        ],
+    },
+    "a leader and an up replica: quiet": {
+        "input_series": [
+            series("up", "1x40", job="bootimage-controller-metrics", namespace=NS, pod="a"),
+            series("bootimage_controller_leader", "1x40", namespace=NS, pod="a"),
+            series("bootimage_controller_leader", "0x40", namespace=NS, pod="b"),
+        ],
+        "alert_rule_test": [
+            {"eval_time": "30m", "alertname": "BootImageControllerDown", "exp_alerts": []},
+            {"eval_time": "30m", "alertname": "BootImageControllerNotLeading", "exp_alerts": []},
+        ],
+    },
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_alert_rules_fire_as_the_runbooks_say(case: str, tmp_path: Path) -> None:
+    doc = yaml.safe_load(RULES.read_text())
+    (tmp_path / "rules.yaml").write_text(yaml.safe_dump({"groups": doc["spec"]["groups"]}))
+    test = {"rule_files": ["rules.yaml"], "evaluation_interval": "1m", "tests": [{"interval": "1m", **CASES[case]}]}
+    (tmp_path / "test.yaml").write_text(yaml.safe_dump(test, sort_keys=False))
+    done = subprocess.run([promtool(), "test", "rules", "test.yaml"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_every_alert_has_a_runbook_section() -> None:
+    runbooks = (REPO / "docs" / "runbooks.md").read_text()
+    for name, rule in rules().items():
+        assert f"\n## {name}\n" in runbooks, name
+        assert rule["annotations"]["runbook"].startswith(f"docs/runbooks.md#{name.lower()}")
+
+
+def test_the_rules_use_only_metrics_the_daemon_exports() -> None:
+    families = list(obs.REGISTRY.collect())
+    # A counter's family is named without `_total`; its series (none yet, when no request was made) have it.
+    exported = {m.name + ("_total" if m.type == "counter" else "") for m in families} | {m.name for m in families}
+    used = set()
+    for rule in rules().values():
+        used |= set(re.findall(r"\b(bootimage_controller_[a-z_]+)", rule["expr"]))
+    assert used and used <= exported, used - exported
