@@ -31,7 +31,7 @@ RUN pip install -c constraints.txt -r constraints.txt
 # Then the package itself, against the same pins. --no-deps + `pip check`: a dependency that
 # constraints.txt does not pin fails the build instead of being installed at whatever version.
 # Bytecode is compiled now because the root filesystem is read-only at run time.
-COPY --chown=1001:0 pyproject.toml README.md ./
+COPY --chown=1001:0 pyproject.toml README.md LICENSE ./
 COPY --chown=1001:0 bootimage_controller ./bootimage_controller
 RUN pip install -c constraints.txt --no-deps . \
  && pip check \

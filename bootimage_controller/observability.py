@@ -24,8 +24,17 @@ from typing import Any, Literal
 
 import structlog
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, Info
-from prometheus_client.exposition import generate_latest
+from prometheus_client import (
+    GC_COLLECTOR,
+    PLATFORM_COLLECTOR,
+    PROCESS_COLLECTOR,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    Info,
+)
+from prometheus_client.aiohttp import make_aiohttp_handler
 
 from .constants import (
     METRIC_API_REQUESTS,
@@ -204,6 +213,10 @@ def configure_logging(fmt: str | None = None, level: str | int = "INFO", stream:
 # --- metrics -------------------------------------------------------------------------------------
 
 REGISTRY = CollectorRegistry(auto_describe=True)
+# process_* (CPU, memory, open fds), python_info and python_gc_*: what every exporter serves, and
+# what an SRE looks at first when the daemon is slow or restarts.
+for _collector in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
+    REGISTRY.register(_collector)
 
 MACHINESETS = Gauge(
     METRIC_MACHINESETS,
@@ -364,7 +377,8 @@ class HealthServer:
             app.router.add_get("/healthz", self._healthz)
             app.router.add_get("/readyz", self._readyz)
         if metrics:
-            app.router.add_get("/metrics", self._metrics_handler)
+            # prometheus-client's own handler: content negotiation (OpenMetrics), `name[]` filters, gzip.
+            app.router.add_get("/metrics", make_aiohttp_handler(self._registry))
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
         self._runners.append(runner)
@@ -396,6 +410,3 @@ class HealthServer:
         body = "\n".join([*lines, "readyz check passed" if ok else "readyz check failed"]) + "\n"
         return web.Response(status=200 if ok else 503, text=body)
 
-    async def _metrics_handler(self, _request: web.Request) -> web.Response:
-        body = generate_latest(self._registry)
-        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})

@@ -180,6 +180,14 @@ def _not_known(ctx: RuleContext, read: SpecReader, ami: _Ami, cloud: CloudImage 
         why = "does not exist in EC2 (deregistered?), so it cannot be identified as RHCOS"
     elif ctx.facts.cloud is not None and Platform.AWS in ctx.facts.cloud_platforms:
         why = "is not a published RHCOS AMI the controller knows, and EC2 gave no owner for it"
+    elif ctx.facts.cloud is not None:
+        # Cloud verification ran, without AWS credentials: advising to run it would go in circles.
+        why = (
+            "is not in the golden data or the bundled index of published RHCOS AMIs, and cloud "
+            "verification had no AWS credentials to ask EC2 with (give the aws-cloud-credentials Secret, "
+            f"or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY); or check that Red Hat ({AWS_RED_HAT_OWNER}) "
+            "owns the AMI and set it to the stream's AMI by hand"
+        )
     else:
         why = (
             "is not in the golden data or the bundled index of published RHCOS AMIs; run with cloud "

@@ -7,11 +7,11 @@ same objects. Pure: the caller supplies objects and decisions, and writes the re
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..cluster import ClusterObjects, control_plane_topology, is_control_plane_node, platform_of
-from ..constants import LABEL_OSSTREAM, MACHINESET_KIND, Action, Reason
+from ..constants import LABEL_OSSTREAM, MACHINESET_KIND, Action, Reason, SkewMode
 from ..context import ClusterFacts
 from ..enrollment import Enrollment, SelectionMode
 from ..golden import GoldenBootImages
@@ -70,6 +70,15 @@ def assess_skew(
         install_version=install_version,
         previous_status=previous_status_of(mc),
     )
+    opted_out = _opted_out(enrollment, machines)
+    if status.mode is SkewMode.AUTOMATIC and opted_out:
+        # "Every MachineSet is enrolled" speaks of the machinesets manager's mode (openshift/api's
+        # rule for Automatic); say which ones an annotation opts out: they are judged by their own image.
+        status = replace(
+            status,
+            explanation=f"{status.explanation}; opted out by annotation (judged by their own boot image): "
+            + ", ".join(opted_out),
+        )
     if after_pass is not None:
         status = status.after_pass(
             skipped=after_pass.skipped,
@@ -101,6 +110,17 @@ def _evidence(
         return decision
     assert golden is not None and facts is not None
     return identify_boot_image(obj, golden, facts)
+
+
+def _opted_out(
+    enrollment: Enrollment, machines: Sequence[tuple[BootImageDecision, Mapping[str, Any] | None]]
+) -> list[str]:
+    """MachineSets a per-object annotation opts out while the manager's mode is All."""
+    if enrollment.machinesets.mode is not SelectionMode.ALL:
+        return []
+    return sorted(
+        f"{d.namespace}/{d.name}" for d, _ in machines if d.kind == MACHINESET_KIND and d.reason == Reason.NOT_ENROLLED
+    )
 
 
 def _unmanaged(decision: BootImageDecision) -> bool:

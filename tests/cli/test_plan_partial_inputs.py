@@ -6,6 +6,7 @@ import copy
 import shutil
 from pathlib import Path
 
+import pytest
 import yaml
 
 from .conftest import CONFIGMAP_422, EXAMPLE, MACHINESETS, Run, load_yaml
@@ -49,3 +50,33 @@ def test_broken_providerspec_without_infrastructure_is_an_error_not_not_enrolled
     rows = {m["name"]: (m["action"], m["reason"]) for m in result.json()["machineSets"]}
     assert rows["broken"] == ("error", "InvalidProviderSpec"), result.out
     assert rows[good["metadata"]["name"]][0] == "patch"
+
+
+def test_the_skew_explanation_names_machinesets_opted_out_by_annotation(run: Run, tmp_path: Path) -> None:
+    tree = tmp_path / "cluster"
+    shutil.copytree(EXAMPLE, tree)
+    victim = sorted(tree.rglob("machinesets/*.yaml"))[0]
+    obj = load_yaml(victim)
+    obj["metadata"].setdefault("annotations", {})["machineconfiguration.openshift.io/boot-image-updates"] = "Disabled"
+    victim.write_text(yaml.safe_dump(obj))
+    result = run("plan", tree)
+    assert result.code == 0, result.err
+    line = next(line for line in result.out.splitlines() if "skew mode Automatic" in line)
+    text = " ".join(result.out[result.out.index(line):].split())
+    assert f"opted out by annotation (judged by their own boot image): openshift-machine-api/{obj['metadata']['name']}" in text
+
+
+def test_cloud_verify_without_credentials_does_not_advise_cloud_verify(
+    run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ROLE_ARN", "AWS_WEB_IDENTITY_TOKEN_FILE",
+                "AWS_PROFILE", "AWS_SHARED_CREDENTIALS_FILE"):
+        monkeypatch.delenv(var, raising=False)
+    ms = load_yaml(MACHINESETS / "aws-x86_64-us-east-1a-4.16.yaml")
+    ms["spec"]["template"]["spec"]["providerSpec"]["value"]["ami"]["id"] = "ami-0123456789abcdef0"
+    (tmp_path / "ms.yaml").write_text(yaml.safe_dump(ms))
+    shutil.copy(CONFIGMAP_422, tmp_path)
+    result = run("plan", tmp_path, "--cloud-verify", "-o", "json")
+    [row] = result.json()["machineSets"]
+    assert row["reason"] == "UnknownBootImage"
+    assert "had no AWS credentials" in row["message"] and "--cloud-verify" not in row["message"]

@@ -33,6 +33,7 @@ from harness.objects import (
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from bootimage_controller import daemon
+from bootimage_controller import observability as obs
 from bootimage_controller.constants import (
     CLAIM_HOLDER_NAME,
     LEASE_NAME,
@@ -257,10 +258,12 @@ async def test_a_dead_worker_ends_the_leader_and_releases_the_lease(kube_cluster
             return bool(lease["spec"].get("holderIdentity")) and await _mc_reconciled(kube_api)
 
         await wait_for(leading, 30, "the daemon to lead and reconcile")
+        assert obs.REGISTRY.get_sample_value("bootimage_controller_leader") == 1.0
         [worker] = [t for t in asyncio.all_tasks() if t.get_name() == "bootimage-worker-0"]
         worker.cancel()
         code = await asyncio.wait_for(task, 10)
         assert code == 1
+        assert obs.REGISTRY.get_sample_value("bootimage_controller_leader") == 0.0
         lease = await kube_request(kube_api, "GET", LEASE_PATH)
         assert not lease["spec"].get("holderIdentity"), "released for a follower to take over at once"
     await kube_request(kube_api, "DELETE", LEASE_PATH)

@@ -217,3 +217,24 @@ async def test_healthz_fails_when_the_event_loop_stalls() -> None:
         assert status == 500 and "stalled" in body
     finally:
         await server.stop()
+
+
+async def test_metrics_negotiate_openmetrics_filter_by_name_and_carry_process_series() -> None:
+    server = HealthServer("127.0.0.1:0", "127.0.0.1:0", lambda: {})
+    await server.start()
+    url = f"http://127.0.0.1:{server.metrics_port}/metrics"
+    try:
+        async with aiohttp.ClientSession() as session:
+            async with session.get(url) as resp:
+                body = await resp.text()
+            assert "process_resident_memory_bytes" in body and "python_gc_objects_collected_total" in body
+            assert 'python_info{' in body
+            headers = {"Accept": "application/openmetrics-text; version=1.0.0"}
+            async with session.get(url, headers=headers) as resp:
+                assert resp.headers["Content-Type"].startswith("application/openmetrics-text")
+                assert (await resp.text()).rstrip().endswith("# EOF")
+            async with session.get(url, params=[("name[]", "bootimage_controller_leader")]) as resp:
+                only = await resp.text()
+            assert "bootimage_controller_leader" in only and "process_" not in only
+    finally:
+        await server.stop()
