@@ -157,7 +157,7 @@ def _add_plan(sub: Any) -> None:
             "2 usage, 3 with --fail-on-skew when boot image skew would hold upgrades"
         ),
     )
-    p.add_argument("paths", nargs="*", metavar="PATH", help="YAML/JSON files or folders (searched recursively)")
+    p.add_argument("paths", nargs="*", metavar="PATH", help="YAML/JSON files or folders (searched recursively); - reads standard input")
     p.add_argument("--bootimages", metavar="FILE",
                    help="the coreos-bootimages ConfigMap, or a bare stream metadata JSON (wins over the inputs)")
     p.add_argument("--from-cluster", action="store_true", help="read the objects from a live cluster instead of PATHs")

@@ -15,6 +15,7 @@ import base64
 import json
 import os
 import stat
+import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -134,6 +135,9 @@ def load_paths(paths: Sequence[str | os.PathLike[str]]) -> list[SourcedObject]:
     """Every Kubernetes object in `paths` (files, or folders searched recursively), in order."""
     out: list[SourcedObject] = []
     for raw in paths:
+        if str(raw) == STDIN:
+            out.extend(expand_lists(parse_documents(_read_stdin(), "<stdin>")))
+            continue
         path = Path(raw)
         if path.is_dir():
             out.extend(_load_tree(path))
@@ -142,6 +146,19 @@ def load_paths(paths: Sequence[str | os.PathLike[str]]) -> list[SourcedObject]:
         else:
             raise InputError(str(path), None, "no such file or directory")
     return out
+
+
+STDIN = "-"  # `plan -`: `oc get machinesets -o yaml | bootimage-controller plan -` (with --bootimages)
+
+
+def _read_stdin() -> str:
+    data = sys.stdin.buffer.read(MAX_INPUT_BYTES + 1)
+    if len(data) > MAX_INPUT_BYTES:
+        raise UnreadableFile("<stdin>", None, f"larger than {MAX_INPUT_BYTES // 2**20} MiB: not read")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError("<stdin>", None, f"not UTF-8 text (byte {exc.start})") from None
 
 
 def _load_tree(root: Path) -> Iterator[SourcedObject]:

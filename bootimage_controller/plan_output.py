@@ -157,11 +157,16 @@ def skew_lines(skew: Mapping[str, Any] | None, width: int) -> list[str]:
     if found:
         parts.append(f"cluster boot image {found} (from {image.get('source')})")
     parts.append(f"limit OCP {limit.get('ocpVersion')} / RHEL {limit.get('rhelVersion')}")
-    verdict = "upgradeable" if skew.get("upgradeable") else "upgrades HELD"
+    # `plan` judges files or a snapshot: it says what the daemon would make of them, not what holds.
+    verdict = "upgrades would be allowed" if skew.get("upgradeable") else "upgrades would be HELD"
     head = ", ".join(parts) + f": {verdict} ({skew.get('reason')})"
     lines = _wrap(head, width, "", "  ")
     if skew.get("message"):
         lines += _wrap(str(skew["message"]), width, "  ", "  ")
+    if not skew.get("upgradeable"):
+        lines += _wrap(
+            "What to do: bootimage-controller's docs/runbooks.md, section BootImageSkewHoldsUpgrades", width, "  ", "  "
+        )
     return lines
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 import shutil
 from pathlib import Path
 
@@ -80,3 +81,18 @@ def test_cloud_verify_without_credentials_does_not_advise_cloud_verify(
     [row] = result.json()["machineSets"]
     assert row["reason"] == "UnknownBootImage"
     assert "had no AWS credentials" in row["message"] and "--cloud-verify" not in row["message"]
+
+
+def test_plan_reads_standard_input(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from .conftest import ROOT
+
+    objects = "".join(f"---\n{p.read_text()}" for p in sorted(EXAMPLE.rglob("*.yaml")))
+    done = subprocess.run([sys.executable, "-m", "bootimage_controller", "plan", "-", "-o", "json"], input=objects,
+                          cwd=ROOT, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    from_files = subprocess.run([sys.executable, "-m", "bootimage_controller", "plan", str(EXAMPLE), "-o", "json"],
+                                cwd=ROOT, capture_output=True, text=True, timeout=60, check=True)
+    assert json.loads(done.stdout)["machineSets"] == json.loads(from_files.stdout)["machineSets"]
