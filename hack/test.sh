@@ -10,4 +10,7 @@ python3 -m venv .venv
 .venv/bin/python -m pip install -q -e '.[test]'
 .venv/bin/ruff check
 .venv/bin/mypy
+# The test control plane's binaries, before pytest: unpacked from ../shared/tools in seconds, or
+# built from Debian's sources in about 5 minutes on 2 cores the first time (with visible progress).
+.venv/bin/python tests/harness/cluster.py --prepare
 exec .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
