@@ -37,14 +37,13 @@ import structlog
 from kubernetes_asyncio.client import CoreV1Api
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from .constants import ANNOTATION_ALEPH_VERSION, DEFAULT_ALEPH_REPORT_INTERVAL
+from .constants import ANNOTATION_ALEPH_VERSION, DEFAULT_ALEPH_REPORT_INTERVAL, MERGE_PATCH
 from .errors import AlephError
 from .kube.retry import CONNECTION_ERRORS, describe, with_retries
 from .skew.aleph import AlephInfo, read_aleph
 
 log = structlog.get_logger(__name__)
 
-MERGE_PATCH = "application/merge-patch+json"
 # How many times a 409 Conflict sends us back to re-read the Node before giving up for this check.
 CONFLICT_ATTEMPTS = 3
 

@@ -302,3 +302,7 @@ METRIC_LEADER: Final = "bootimage_controller_leader"
 
 # `plan -o`
 OUTPUT_FORMATS: Final = ("table", "json", "yaml")
+
+# Request content types of the two patch kinds we send.
+MERGE_PATCH: Final = "application/merge-patch+json"  # RFC 7386
+JSON_PATCH: Final = "application/json-patch+json"  # RFC 6902

@@ -47,6 +47,7 @@ from .constants import (
     MACHINECONFIGURATION_KIND,
     MACHINESET_KIND,
     MACHINESET_VERSION,
+    MERGE_PATCH,
     OPERATOR_GROUP,
     OPERATOR_VERSION,
 )
@@ -72,7 +73,6 @@ SUMMARY_NAMES = 20
 CLUSTER_SCOPED_EVENT_NAMESPACE = "default"
 # The events.k8s.io/v1 `note` limit; core/v1 has none, but a longer message helps nobody.
 MAX_EVENT_MESSAGE = 1024
-_MERGE_PATCH = "application/merge-patch+json"
 
 # apiVersion by kind, for objects that do not carry one.
 _API_VERSIONS = {
@@ -300,7 +300,7 @@ class EventRecorder:
             await with_retries(
                 lambda: send_and_discard(
                     self._api.patch_namespaced_event(
-                        seen.name, seen.namespace, body, _content_type=_MERGE_PATCH, _preload_content=False
+                        seen.name, seen.namespace, body, _content_type=MERGE_PATCH, _preload_content=False
                     )
                 ),
                 what=f"patch event {seen.namespace}/{seen.name}",

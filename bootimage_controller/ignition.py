@@ -70,7 +70,6 @@ _SYSTEMD_DIR = "/etc/systemd/system/"
 _SCHEMES = frozenset({"http", "https", "tftp", "s3", "data"})
 _SCHEME_RE = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):")
 _HASH_RE = re.compile(r"sha512-[0-9a-fA-F]{128}")
-_MERGE_PATCH = "application/merge-patch+json"
 
 
 @dataclass(frozen=True)

@@ -65,7 +65,6 @@ if TYPE_CHECKING:
 log = structlog.get_logger(__name__)
 
 ConditionStatus = Literal["True", "False", "Unknown"]
-MERGE_PATCH = "application/merge-patch+json"
 # How many error texts a Degraded message lists before summarising the rest.
 MAX_LISTED_ERRORS = 10
 # 409 Conflict: re-read and retry this many times before giving up until the next change.

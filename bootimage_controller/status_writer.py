@@ -26,13 +26,13 @@ from .constants import (
     DEFAULT_CLUSTER_OPERATOR,
     MACHINECONFIGURATION_NAME,
     MACHINECONFIGURATION_PLURAL,
+    MERGE_PATCH,
     OPERATOR_GROUP,
     OPERATOR_VERSION,
 )
 from .kube.retry import Backoff, Sleep, describe, with_retries
 from .status import (
     MAX_CONFLICT_RETRIES,
-    MERGE_PATCH,
     ClusterOperatorStatus,
     Condition,
     find_condition,

@@ -26,6 +26,7 @@ from .constants import (
     ANNOTATION_STUB_UPGRADED_AT,
     ANNOTATION_STUB_UPGRADED_TO,
     CLOUD_CREDENTIALS_SECRETS,
+    MERGE_PATCH,
     USER_DATA_SECRET_KEY,
     Reason,
 )
@@ -36,7 +37,6 @@ from .kube.times import format_time
 from .model import MachineResource, Refusal
 
 log = structlog.get_logger(__name__)
-_MERGE_PATCH = "application/merge-patch+json"
 
 
 class StubOutcome(StrEnum):
@@ -172,7 +172,7 @@ async def _attempt(
     try:
         await with_retries(
             # A dict body would go out as strategic merge for a built-in type; say merge patch.
-            lambda: api.patch_namespaced_secret(name, namespace, body, _content_type=_MERGE_PATCH),
+            lambda: api.patch_namespaced_secret(name, namespace, body, _content_type=MERGE_PATCH),
             what=f"patch {where}",
         )
     except ApiException as exc:

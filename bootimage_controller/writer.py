@@ -32,9 +32,11 @@ from .constants import (
     CPMS_KIND,
     CPMS_PLURAL,
     CPMS_VERSION,
+    JSON_PATCH,
     MACHINE_API_GROUP,
     MACHINESET_PLURAL,
     MACHINESET_VERSION,
+    MERGE_PATCH,
 )
 from .kube.client import send_and_discard
 from .kube.errors import ApiError, is_write_conflict
@@ -43,11 +45,9 @@ from .model import BootImageDecision
 
 log = structlog.get_logger(__name__)
 
-MERGE_PATCH = "application/merge-patch+json"
 # Reads of the claim holder before giving up on a race with another writer (the reconcile retries).
 HOLDER_ATTEMPTS = 5
 
-JSON_PATCH = "application/json-patch+json"
 
 
 class WriteResult(enum.Enum):
