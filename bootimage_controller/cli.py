@@ -334,20 +334,14 @@ TRACEBACK_ENV = "BOOTIMAGE_TRACEBACK"
 def _one_line(exc: Exception) -> str:
     """What went wrong, in the words an administrator can act on."""
     from .kube.client import ClientConfigError
-    from .kube.retry import describe
+    from .kube.retry import CONNECTION_ERRORS, describe
 
     if isinstance(exc, ClientConfigError):
         return str(exc)
     text = describe(exc)
-    if _is_connection_error(exc):
+    if isinstance(exc, (*CONNECTION_ERRORS, OSError)):
         return f"cannot reach the Kubernetes API server: {text}"
     return f"{text} (unexpected; set {TRACEBACK_ENV}=1 for the traceback)"
-
-
-def _is_connection_error(exc: BaseException) -> bool:
-    import aiohttp
-
-    return isinstance(exc, (aiohttp.ClientError, OSError, TimeoutError))
 
 
 def _stdout_gone() -> None:

@@ -541,10 +541,14 @@ class Controller:
             return MachineSetState(decision), None
         return MachineSetState(decision), None  # GONE: deleted meanwhile
 
+    def _holder_object(self) -> dict[str, Any] | None:
+        """The claim holder ConfigMap as the watch cache has it (None: there is none)."""
+        items = self.informers["holder"].list()
+        return items[0] if items else None
+
     def _kept_hot_loop(self, uid: str) -> HotLoopRecord | None:
         """The hot-loop count the claim holder keeps for this MachineSet (watch cache)."""
-        items = self.informers["holder"].list()
-        data = (items[0].get("data") or {}) if items else {}
+        data = (self._holder_object() or {}).get("data") or {}
         return HotLoopRecord.from_annotation(data.get(hot_loop_key(uid)))
 
     def _cached_holder(self) -> Holder | None:
@@ -555,8 +559,7 @@ class Controller:
         released with the rest (and when `release-claims` removed it by hand, `reconcile_claims`
         puts it back for claims written meanwhile). Anything else takes the live path.
         """
-        items = self.informers["holder"].list()
-        meta = (items[0].get("metadata") or {}) if items else {}
+        meta = (self._holder_object() or {}).get("metadata") or {}
         if not meta.get("uid") or meta.get("deletionTimestamp") or CLAIM_FINALIZER not in (meta.get("finalizers") or []):
             return None
         return Holder(str(meta["uid"]), deleting=False)
@@ -597,10 +600,10 @@ class Controller:
         the finalizer is there while any claim exists (someone may have removed it by hand)."""
         if self.options.dry_run or not self.is_leader():
             return DONE
-        holder = self.informers["holder"].list()
-        if not holder:
+        holder = self._holder_object()
+        if holder is None:
             return DONE
-        meta = holder[0].get("metadata") or {}
+        meta = holder.get("metadata") or {}
         if meta.get("deletionTimestamp"):
             async with self.claims_gate.releasing():
                 if not await release_all_claims(self.writer, lambda: fresh_machines(self.custom)):
@@ -613,7 +616,7 @@ class Controller:
             await self.writer.ensure_holder()  # restores the finalizer
         # Hot-loop counts of MachineSets that are gone (their delete re-queued this key).
         known = {str((o.get("metadata") or {}).get("uid", "")) for read in MACHINE_READS for o in self.informers[read.role].list()}
-        kept = [k.removeprefix(HOT_LOOP_KEY_PREFIX) for k in (holder[0].get("data") or {}) if k.startswith(HOT_LOOP_KEY_PREFIX)]
+        kept = [k.removeprefix(HOT_LOOP_KEY_PREFIX) for k in (holder.get("data") or {}) if k.startswith(HOT_LOOP_KEY_PREFIX)]
         await self._forget_kept_hot_loops([uid for uid in kept if uid not in known])
         return DONE
 
@@ -630,8 +633,8 @@ class Controller:
     def event_summary_target(self) -> _InvolvedObject | None:
         """The object summary Events go on (events.EventLane): our claim holder, in the MachineSets'
         namespace, where the Events RBAC allows and an admin looks; None while there is none."""
-        items = self.informers["holder"].list()
-        return _involved({"apiVersion": "v1", "kind": "ConfigMap", **items[0]}) if items else None
+        holder = self._holder_object()
+        return _involved({"apiVersion": "v1", "kind": "ConfigMap", **holder}) if holder is not None else None
 
     async def flush_events(self, timeout: float = 30.0) -> None:
         """Write (bounded) the events still pending, before exiting."""

@@ -152,13 +152,7 @@ STDIN = "-"  # `plan -`: `oc get machinesets -o yaml | bootimage-controller plan
 
 
 def _read_stdin() -> str:
-    data = sys.stdin.buffer.read(MAX_INPUT_BYTES + 1)
-    if len(data) > MAX_INPUT_BYTES:
-        raise UnreadableFile("<stdin>", None, f"larger than {MAX_INPUT_BYTES // 2**20} MiB: not read")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputError("<stdin>", None, f"not UTF-8 text (byte {exc.start})") from None
+    return _text(sys.stdin.buffer.read(MAX_INPUT_BYTES + 1), "<stdin>", oversized=False)
 
 
 def _load_tree(root: Path) -> Iterator[SourcedObject]:
@@ -217,12 +211,17 @@ def _read(path: Path) -> str:
             raise UnreadableFile(str(path), None, "not a regular file (a FIFO, device or socket): not read")
         # The size first (no 128 MiB read to learn it), then a bounded read (it may be growing).
         data = f.read(MAX_INPUT_BYTES + 1) if info.st_size <= MAX_INPUT_BYTES else b""
-    if info.st_size > MAX_INPUT_BYTES or len(data) > MAX_INPUT_BYTES:
-        raise UnreadableFile(str(path), None, f"larger than {MAX_INPUT_BYTES // 2**20} MiB: not read")
+    return _text(data, str(path), oversized=info.st_size > MAX_INPUT_BYTES)
+
+
+def _text(data: bytes, source: str, *, oversized: bool) -> str:
+    """What was read (at most MAX_INPUT_BYTES + 1 bytes) as text, or why not."""
+    if oversized or len(data) > MAX_INPUT_BYTES:
+        raise UnreadableFile(source, None, f"larger than {MAX_INPUT_BYTES // 2**20} MiB: not read")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise InputError(str(path), None, f"not a UTF-8 text file (byte {exc.start})") from None
+        raise InputError(source, None, f"not a UTF-8 text file (byte {exc.start})") from None
 
 
 def parse_documents(text: str, source: str, suffix: str = "") -> list[tuple[str, Any]]:
