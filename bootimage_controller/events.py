@@ -54,6 +54,7 @@ from .constants import (
 from .kube.client import send_and_discard
 from .kube.retry import Sleep, describe, with_retries
 from .kube.times import format_time
+from .model import first_names
 
 if TYPE_CHECKING:
     from kubernetes_asyncio.client import CoreV1Api
@@ -449,7 +450,7 @@ class EventLane:
             return self._deferred.popleft()
         self.folded += len(events)
         names = [f"{e.involved.namespace}/{e.involved.name}" if e.involved.namespace else e.involved.name for e in events]
-        shown = ", ".join(names[:SUMMARY_NAMES]) + (f" and {len(names) - SUMMARY_NAMES} more" if len(names) > SUMMARY_NAMES else "")
+        shown = first_names(names, SUMMARY_NAMES)
         message = (
             f"{reason} for {len(names)} more MachineSets, summarised here rather than one Event each "
             f"(more than {self._aggregate_after} in {self._aggregate_window / 60:g} minutes); each "

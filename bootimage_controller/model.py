@@ -9,7 +9,7 @@ handed to a writer without anyone mutating it on the way.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, TypeGuard
@@ -248,3 +248,9 @@ class Refusal:
 
     reason: Reason
     message: str
+
+
+def first_names(names: Sequence[str], limit: int) -> str:
+    """`a, b, c and 7 more`: a message names a few and counts the rest."""
+    more = len(names) - limit
+    return ", ".join(names[:limit]) + (f" and {more} more" if more > 0 else "")

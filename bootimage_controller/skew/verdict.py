@@ -42,6 +42,7 @@ from ..constants import (
     SkewReason,
 )
 from ..errors import VersionError
+from ..model import first_names
 from .policy import SkewEnforcementStatus
 from .record import (
     MACHINESET_SOURCES,
@@ -254,7 +255,7 @@ def evaluate_skew(
 
 
 def unknown_message(names: Sequence[str]) -> str:
-    shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+    shown = first_names(names, 5)
     return (
         f"not judged: the boot image of {shown} is unknown (not a known published image, no "
         "boot-image-release record, no aleph on the control-plane Nodes, and no ClusterVersion "
