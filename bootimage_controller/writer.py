@@ -49,7 +49,6 @@ log = structlog.get_logger(__name__)
 HOLDER_ATTEMPTS = 5
 
 
-
 class WriteResult(enum.Enum):
     APPLIED = "applied"
     CONFLICT = "conflict"  # someone else wrote first: re-read and re-plan
