@@ -136,6 +136,8 @@ AWS_CREDENTIALS_SECRET: Final = "aws-cloud-credentials"
 GCP_CREDENTIALS_SECRET: Final = "gcp-cloud-credentials"
 AZURE_CREDENTIALS_SECRET: Final = "azure-cloud-credentials"
 VSPHERE_CREDENTIALS_SECRET: Final = "vsphere-cloud-credentials"
+# Where the daemon keeps downloaded OVAs (an emptyDir in manifests/deployment.yaml).
+DEFAULT_OVA_CACHE_DIR: Final = "/var/cache/bootimage-controller/ova"
 # Never user data, whatever a MachineSet's providerSpec.userDataSecret says: the stub Ignition
 # upgrade refuses to read or write them (a hostile or mistaken MachineSet must not get the
 # controller to rewrite cloud credentials).
@@ -219,8 +221,14 @@ class Reason(StrEnum):
     HOT_LOOP = "HotLoop"
     USER_DATA_INVALID = "UserDataInvalid"
     PATCH_FAILED = "PatchFailed"
-    # vSphere: the template VM holds another release; refreshing it is a vCenter OVA import.
-    TEMPLATE_REFRESH_REQUIRED = "TemplateRefreshRequired"
+    # vSphere (docs/vsphere.md): the workspace matches no failure domain of the Infrastructure; a
+    # template name over vCenter's 80 characters; the stream's OVA could not be fetched (skip, retried);
+    # its sha256 is not the stream's; a vCenter step of the template refresh failed (retried).
+    FAILURE_DOMAIN_NOT_FOUND = "FailureDomainNotFound"
+    TEMPLATE_NAME_TOO_LONG = "TemplateNameTooLong"
+    OVA_UNAVAILABLE = "OvaUnavailable"
+    OVA_CHECKSUM_MISMATCH = "OvaChecksumMismatch"
+    TEMPLATE_REFRESH_FAILED = "TemplateRefreshFailed"
 
 
 # Skips an administrator can act on get a Warning event (SPEC section 3, Events).
@@ -235,7 +243,7 @@ ACTIONABLE_SKIPS: Final = frozenset(
         Reason.MARKETPLACE_DATA_MISSING,
         Reason.MARKETPLACE_IMAGE_NOT_FOUND,
         Reason.TARGET_IMAGE_NOT_FOUND,
-        Reason.TEMPLATE_REFRESH_REQUIRED,
+        Reason.OVA_UNAVAILABLE,
     }
 )
 
@@ -299,6 +307,12 @@ METRIC_CLUSTER_BOOT_IMAGE: Final = "bootimage_controller_cluster_boot_image"  # 
 # Not in the SPEC's list: an addition, for dashboards and the benchmark's "settled" signal.
 METRIC_EVENTS_PENDING: Final = "bootimage_controller_events_pending"
 METRIC_LEADER: Final = "bootimage_controller_leader"
+# vSphere template refreshes (docs/vsphere.md)
+METRIC_OVA_DOWNLOADS: Final = "bootimage_controller_vsphere_ova_downloads"  # _total appended
+METRIC_OVA_DOWNLOAD_BYTES: Final = "bootimage_controller_vsphere_ova_download_bytes"  # _total appended
+METRIC_TEMPLATE_IMPORTS: Final = "bootimage_controller_vsphere_template_imports"  # _total appended
+METRIC_TEMPLATE_IMPORT_DURATION: Final = "bootimage_controller_vsphere_template_import_duration_seconds"
+METRIC_TEMPLATES: Final = "bootimage_controller_vsphere_templates"
 
 # `plan -o`
 OUTPUT_FORMATS: Final = ("table", "json", "yaml")

@@ -36,6 +36,7 @@ from .enrollment import Enrollment
 from .errors import GoldenDataError, InputError
 from .golden import GoldenBootImages
 from .index import PublishedImageIndex
+from .vsphere.topology import VSphereTopology
 
 DEFAULT_CONTROL_PLANE_ARCH = "x86_64"
 
@@ -52,7 +53,8 @@ class ClusterFacts:
     # lookups were made, so a missing answer means "not found" only for those.
     cloud: CloudFacts | None = None
     cloud_platforms: frozenset[str] = frozenset()
-    vcenter_available: bool = False
+    # vSphere: Infrastructure spec.platformSpec.vsphere (None: there is none to resolve against).
+    vsphere: VSphereTopology | None = None
 
 
 @dataclass(frozen=True)
@@ -99,6 +101,7 @@ def planning_context(
         multi_arch=multi,
         cloud=cloud,
         cloud_platforms=cloud_platforms,
+        vsphere=VSphereTopology.from_infrastructure(objects.infrastructure),
     )
     explanation = (
         f"golden boot images: {golden_origin}; {_streams_summary(golden)}",

@@ -12,7 +12,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, TypeGuard
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from .constants import (
     CPMS_KIND,
@@ -25,6 +25,9 @@ from .constants import (
     Reason,
 )
 from .errors import InputError
+
+if TYPE_CHECKING:
+    from .vsphere.topology import TemplateWork
 
 JsonPath = tuple[str | int, ...]
 
@@ -212,6 +215,9 @@ class BootImageDecision:
     # which evidence gave `current_release` (see skew.record.ReleaseSource), for cloud lookups and skew.
     location: str | None = None
     current_release_source: str | None = None
+    # vSphere: the vCenter work behind the decision (vsphere.topology.TemplateWork): the names to
+    # look up and, on a patch, the template to build before (or instead of) the MachineSet patch.
+    template: TemplateWork | None = None
 
     @property
     def key(self) -> str:

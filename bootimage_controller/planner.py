@@ -243,6 +243,7 @@ class _Planner:
             target_release=s.target_release,
             location=s.location,
             current_release_source=s.current_release_source,
+            template=s.template,
         )
 
     def _compare(self, t: Target) -> BootImageDecision:
@@ -255,6 +256,7 @@ class _Planner:
             "target_release": t.target_release,
             "location": t.location,
             "current_release_source": t.current_release_source,
+            "template": t.template,
         }
         if t.current == t.target:
             return self.decision(Action.NOOP, Reason.UP_TO_DATE, f"{self.r.display} boots the golden image", **extra)

@@ -43,11 +43,38 @@ class MarketplaceCandidates:
 
 
 @dataclass(frozen=True)
+class TemplateKey:
+    """One VM (template) name looked up in one datacenter of one vCenter."""
+
+    server: str
+    datacenter: str
+    folder: str  # the workspace folder (inventory path): a VM elsewhere is the customer's
+    name: str
+
+
+@dataclass(frozen=True)
+class TemplateVm:
+    """What vCenter says about a VM of that name (the one in the folder when there are several)."""
+
+    name: str
+    in_folder: bool
+    folder: str | None  # where it is (inventory path), for messages
+    is_template: bool
+    release: str | None  # vApp product version, else our record on the VM (see vsphere.vcenter)
+    release_from: str | None = None  # "product version" or "record"
+
+
+@dataclass(frozen=True)
 class CloudFacts:
     images: Mapping[ImageKey, CloudImage] = field(default_factory=dict)
     errors: Mapping[ImageKey, str] = field(default_factory=dict)
     marketplace: Mapping[tuple[str, str], MarketplaceCandidates] = field(default_factory=dict)
     marketplace_errors: Mapping[tuple[str, str], str] = field(default_factory=dict)
+    # vSphere: every name looked up (None: no VM of that name in the datacenter), failed lookups,
+    # and the vCenters that could not be asked at all (no credentials for that server), with why.
+    templates: Mapping[TemplateKey, TemplateVm | None] = field(default_factory=dict)
+    template_errors: Mapping[TemplateKey, str] = field(default_factory=dict)
+    vcenters_unavailable: Mapping[str, str] = field(default_factory=dict)
 
     def image(self, key: ImageKey) -> CloudImage | None:
         return self.images.get(key)

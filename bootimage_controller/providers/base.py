@@ -21,6 +21,7 @@ from ..constants import Platform, Reason
 from ..context import ClusterFacts
 from ..golden import ArchBootImages, GoldenBootImages, GoldenStream
 from ..model import FieldChange, JsonPath, MachineResource
+from ..vsphere.topology import TemplateWork
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,7 @@ class Target:
     current_release: str | None = None
     current_release_source: str | None = None  # a skew.record.ReleaseSource value
     location: str | None = None
+    template: TemplateWork | None = None  # vSphere: what to look up / build in vCenter
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,7 @@ class Skip:
     target: Any = None
     target_release: str | None = None
     location: str | None = None
+    template: TemplateWork | None = None
 
 
 @dataclass(frozen=True)

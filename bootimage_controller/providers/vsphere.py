@@ -1,28 +1,41 @@
-"""vSphere (`VSphereMachineProviderSpec`): the VM template named by `template` (decision only).
+"""vSphere (`VSphereMachineProviderSpec`): the boot image is the template VM named by `template`.
 
-On vSphere the boot image is the template VM itself: the Machine Config Operator compares the
-template VM's vApp product version with `architectures[arch].artifacts.vmware.release` and, when
-they differ, imports the stream's OVA and swaps the template in vCenter. The providerSpec usually
-keeps its `template` name. This controller only decides:
+The rules are the Machine Config Operator's (reference section 6, docs/vsphere.md):
 
-* without vCenter access (`ClusterFacts.vcenter_available` False, the default): `skip
-  VCenterUnavailable`, with current/target filled so `plan` still shows the target release;
-* with vCenter access, the template VM's release comes from the vCenter answer recorded in
-  `ClusterFacts.cloud` under `ImageKey("VSphere", workspace.server, template)` (`CloudImage.release`):
-  equal to the target -> `noop UpToDate`; different -> `skip TemplateRefreshRequired` (the refresh is
-  an OVA import this controller does not perform, so it never claims a patch it cannot make); no
-  answer -> `skip VCenterUnavailable`, a failed lookup -> `skip CloudUnavailable`.
+* the template lives in the vCenter and failure domain the providerSpec's `workspace` names in the
+  Infrastructure (`vsphere.topology.resolve_placement`); no match is `error FailureDomainNotFound`;
+* the template VM's release (vApp product version, else our record on it) equal to
+  `architectures[arch].artifacts.vmware.release` -> `noop UpToDate`, whatever the template is called
+  (a current custom-named template is kept: MCO PR 6354);
+* a template VM outside the workspace folder is the customer's: `skip CustomBootImage`;
+* otherwise `patch BootImageOutdated`: the computed template `<infrastructureName>-rhcos-<failure
+  domain>` is built from the stream's OVA (or, when it already holds the target, reused) and the
+  providerSpec's `template` is patched only when it named another template. The decision carries a
+  `TemplateWork` for the controller: which names to look up, what to build.
 
-`current`/`target` are `{"template": <name>, "release": <build id or null>}`.
+Without vCenter answers (offline `plan`, no credentials for that vCenter): `skip VCenterUnavailable`
+with current/target filled, so `plan` still shows the target release. `current`/`target` are
+`{"template": <name>, "release": <build id or null>}`.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from ..cloud.facts import TemplateKey, TemplateVm
 from ..constants import Platform, Reason
-from ._common import ReleaseSource, SpecReader, image_key
-from .base import RuleContext, RuleOutcome, Skip, Target
+from ..model import FieldChange
+from ..vsphere.topology import (
+    MAX_VM_NAME,
+    OvaSource,
+    PlacementError,
+    TemplateRefresh,
+    TemplateWork,
+    Workspace,
+    resolve_placement,
+)
+from ._common import ReleaseSource, SpecReader
+from .base import Failure, RuleContext, RuleOutcome, Skip, Target
 
 
 class VSphereRules:
@@ -33,8 +46,15 @@ class VSphereRules:
         who = ctx.resource.display
         template = read.string("template", required=True)
         assert template is not None
-        server = read.string("workspace", "server")
         field = read.path("template")
+        workspace = Workspace(
+            server=read.string("workspace", "server"),
+            datacenter=read.string("workspace", "datacenter"),
+            folder=read.string("workspace", "folder"),
+            datastore=read.string("workspace", "datastore"),
+            resource_pool=read.string("workspace", "resourcePool"),
+            vm_group=read.string("workspace", "vmGroup"),
+        )
         vmware = ctx.images.vmware
         if vmware is None or not vmware.release:
             return Skip(
@@ -42,65 +62,137 @@ class VSphereRules:
                 f"{who}: stream {ctx.stream.name} publishes no vmware OVA for {ctx.arch}",
                 field=field,
                 current=_value(template, None),
-                location=server,
+                location=workspace.server,
             )
         release = vmware.release
-        known, error = self._template_release(ctx, server, template)
+        topology = ctx.facts.vsphere
+        if topology is None:
+            return _offline(who, field, template, release, workspace.server, None, "the Infrastructure names no "
+                            "vCenters or failure domains (spec.platformSpec.vsphere)")
+        placement = resolve_placement(topology, workspace)
+        if isinstance(placement, PlacementError):
+            return Failure(Reason.FAILURE_DOMAIN_NOT_FOUND, f"{who}: {placement.message}", read.path(*placement.field.split(".")))
+        name = placement.computed_name or template
+        if len(name) > MAX_VM_NAME:
+            return Failure(
+                Reason.TEMPLATE_NAME_TOO_LONG,
+                f"{who}: template name {name} is {len(name)} characters; vCenter allows {MAX_VM_NAME}",
+                field,
+            )
+        ova = OvaSource(vmware.location, vmware.sha256 or None, release)
+        refresh = TemplateRefresh(
+            placement=placement,
+            name=name,
+            ova=ova,
+            infrastructure_name=topology.infrastructure_name,
+            tag_ids=tuple(t for t in (read.items("tagIDs") or []) if isinstance(t, str) and t),
+            network=read.string("network", "devices", 0, "networkName"),
+        )
+        work = TemplateWork(placement, tuple(dict.fromkeys((template, name))))
+        return _Decide(ctx, who, field, template, release, work, refresh).outcome()
 
-        def skip(reason: Reason, message: str) -> Skip:
-            return Skip(
-                reason,
-                f"{who}: {message}",
-                field=field,
-                current=_value(template, known),
-                current_release=known,
-                current_release_source=str(ReleaseSource.CLOUD) if known else None,
-                target=_value(template, release),
-                target_release=release,
-                location=server,
-            )
 
-        if not ctx.facts.vcenter_available:
-            return skip(
-                Reason.VCENTER_UNAVAILABLE,
-                f"template {template} should hold RHCOS {release}; checking and refreshing it needs vCenter "
-                "access (secret kube-system/vsphere-creds), which this run does not have",
+class _Decide:
+    """The decision once the placement is known, from what vCenter said (if it was asked)."""
+
+    def __init__(
+        self, ctx: RuleContext, who: str, field: Any, template: str, release: str, work: TemplateWork,
+        refresh: TemplateRefresh,
+    ) -> None:
+        self.ctx, self.who, self.field, self.template, self.release = ctx, who, field, template, release
+        self.work, self.refresh, self.p = work, refresh, work.placement
+
+    def outcome(self) -> RuleOutcome:
+        cloud = self.ctx.facts.cloud
+        server = self.p.server
+        if cloud is None or Platform.VSPHERE not in self.ctx.facts.cloud_platforms:
+            return _offline(self.who, self.field, self.template, self.release, server, self.work,
+                            "this run has no vCenter access")
+        if server in cloud.vcenters_unavailable:
+            return _offline(self.who, self.field, self.template, self.release, server, self.work,
+                            cloud.vcenters_unavailable[server])
+        for name in self.work.names:
+            error = cloud.template_errors.get(self._key(name))
+            if error is not None:
+                return self._skip(Reason.CLOUD_UNAVAILABLE, None, f"could not read template {name} from vCenter "
+                                  f"{server}: {error}; will retry")
+        vm = cloud.templates.get(self._key(self.template))
+        if vm is not None and not vm.in_folder:
+            return self._skip(
+                Reason.CUSTOM_BOOT_IMAGE, vm,
+                f"template {self.template} is in {vm.folder or 'another folder'}, outside the workspace folder "
+                f"{self.p.folder}: a template of your own, left alone",
             )
-        if error is not None:
-            return skip(Reason.CLOUD_UNAVAILABLE, f"could not read template {template} from vCenter: {error}; will retry")
-        if known is None:
-            return skip(
-                Reason.VCENTER_UNAVAILABLE,
-                f"vCenter gave no product version for template {template}; cannot tell whether it holds "
-                f"RHCOS {release}",
+        if vm is not None and vm.release is None:
+            return self._skip(
+                Reason.UNKNOWN_BOOT_IMAGE, vm,
+                f"template {self.template} carries no vApp product version and no record of ours: cannot tell "
+                f"whether it holds RHCOS {self.release}",
             )
-        if known != release:
-            return skip(
-                Reason.TEMPLATE_REFRESH_REQUIRED,
-                f"template {template} holds RHCOS {known}, the stream says {release}; refresh the template "
-                f"from the stream's OVA ({vmware.location or 'artifacts.vmware.formats.ova'}) in vCenter",
-            )
-        return Target(
-            field=field,
-            current=_value(template, known),
-            target=_value(template, release),
-            changes=(),
-            target_release=release,
+        if vm is not None and vm.release == self.release:
+            return self._target(vm, self.template, refresh=False)
+        computed = self.refresh.name
+        if computed != self.template:
+            other = cloud.templates.get(self._key(computed))
+            if other is not None and other.in_folder and other.release == self.release:
+                return self._target(vm, computed, refresh=False)
+        return self._target(vm, computed, refresh=True)
+
+    def _key(self, name: str) -> TemplateKey:
+        return TemplateKey(self.p.server, self.p.datacenter, self.p.folder, name)
+
+    def _current(self, vm: TemplateVm | None) -> dict[str, Any]:
+        return _value(self.template, vm.release if vm is not None else None)
+
+    def _skip(self, reason: Reason, vm: TemplateVm | None, message: str) -> Skip:
+        known = vm.release if vm is not None else None
+        return Skip(
+            reason,
+            f"{self.who}: {message}",
+            field=self.field,
+            current=self._current(vm),
             current_release=known,
-            current_release_source=str(ReleaseSource.CLOUD),
-            location=server,
+            current_release_source=str(ReleaseSource.CLOUD) if known else None,
+            target=_value(self.refresh.name, self.release),
+            target_release=self.release,
+            location=self.p.server,
+            template=self.work,
         )
 
-    @staticmethod
-    def _template_release(ctx: RuleContext, server: str | None, template: str) -> tuple[str | None, str | None]:
-        cloud = ctx.facts.cloud
-        if cloud is None:
-            return None, None
-        key = image_key(Platform.VSPHERE, server, template)
-        found = cloud.image(key)
-        release = found.release if found is not None and found.exists else None
-        return release, cloud.error(key)
+    def _target(self, vm: TemplateVm | None, name: str, *, refresh: bool) -> Target:
+        known = vm.release if vm is not None else None
+        changes = () if name == self.template else (FieldChange(self.field, self.template, name),)
+        return Target(
+            field=self.field,
+            current=self._current(vm),
+            target=_value(name, self.release),
+            changes=changes,
+            target_release=self.release,
+            current_release=known,
+            current_release_source=str(ReleaseSource.CLOUD) if known else None,
+            location=self.p.server,
+            template=TemplateWork(self.p, self.work.names, self.refresh if refresh else None),
+        )
+
+
+def _offline(
+    who: str, field: Any, template: str, release: str, server: str | None, work: TemplateWork | None, why: str
+) -> Skip:
+    return Skip(
+        Reason.VCENTER_UNAVAILABLE,
+        f"{who}: template {template} should hold RHCOS {release}; checking and refreshing it needs vCenter "
+        f"{server or '(no workspace.server)'}, and {why}",
+        field=field,
+        current=_value(template, None),
+        target=_value(template, release),
+        target_release=release,
+        location=server,
+        template=work,
+    )
 
 
 def _value(template: str, release: str | None) -> dict[str, Any]:
     return {"template": template, "release": release}
+
+
+__all__ = ["VSphereRules"]
