@@ -27,9 +27,12 @@ from . import __version__
 from .constants import (
     DEFAULT_CLUSTER_OPERATOR,
     DEFAULT_OCP_SKEW_LIMIT,
+    DEFAULT_OVA_CACHE_DIR,
     DEFAULT_RHEL_SKEW_LIMIT,
     MAPI_NAMESPACE,
     OUTPUT_FORMATS,
+    VSPHERE_CREDENTIALS_SECRET,
+    Platform,
 )
 from .errors import BootImageControllerError, VersionError
 
@@ -45,6 +48,7 @@ EXIT_USAGE = 2
 EXIT_SKEW = 3
 
 ENV_GCP_ENDPOINT = "BOOTIMAGE_GCP_ENDPOINT"
+ENV_OVA_MIRROR = "BOOTIMAGE_OVA_MIRROR"
 ENV_AZURE_ENDPOINT = "BOOTIMAGE_AZURE_ENDPOINT"
 DEFAULT_ALEPH_PATH = "/sysroot/.coreos-aleph-version.json"
 DEFAULT_HEALTH_ADDR = ":8081"
@@ -89,6 +93,14 @@ def rhel_limit_arg(value: str) -> str:
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
 _DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def secret_ref_arg(value: str) -> tuple[str, str]:
+    """`NAMESPACE/NAME` of a Secret."""
+    namespace, sep, name = value.partition("/")
+    if not sep or not namespace or not name or "/" in name:
+        raise argparse.ArgumentTypeError(f"expected NAMESPACE/NAME, got {value!r}")
+    return namespace, name
 
 
 def duration_arg(value: str) -> float:
@@ -270,6 +282,18 @@ def _add_cloud_endpoints(p: argparse.ArgumentParser) -> None:
                    help=f"GCP Compute API endpoint (private clouds, tests; env {ENV_GCP_ENDPOINT})")
     p.add_argument("--azure-endpoint", default=os.environ.get(ENV_AZURE_ENDPOINT) or None, metavar="URL",
                    help=f"Azure Resource Manager endpoint (private clouds, tests; env {ENV_AZURE_ENDPOINT})")
+    p.add_argument("--vsphere-credentials", type=secret_ref_arg, default=(MAPI_NAMESPACE, VSPHERE_CREDENTIALS_SECRET),
+                   metavar="NAMESPACE/NAME",
+                   help=f"vCenter credentials Secret (default: {MAPI_NAMESPACE}/{VSPHERE_CREDENTIALS_SECRET})")
+    p.add_argument("--vsphere-ca-file", metavar="PATH",
+                   help="CA bundle trusted for vCenter, besides the system store (e.g. the cluster's trusted CA bundle)")
+    p.add_argument("--vsphere-insecure", action="store_true",
+                   help="do not verify vCenter's TLS certificate (tests only; logged as a warning)")
+    p.add_argument("--ova-mirror", default=os.environ.get(ENV_OVA_MIRROR) or None, metavar="URL",
+                   help="fetch the stream's OVAs from this mirror (replaces the URL up to its last '/'; "
+                        f"env {ENV_OVA_MIRROR})")
+    p.add_argument("--ova-cache-dir", type=Path, default=DEFAULT_OVA_CACHE_DIR, metavar="PATH",
+                   help=f"where downloaded OVAs are kept (default: {DEFAULT_OVA_CACHE_DIR})")
 
 
 # ---- dispatch -------------------------------------------------------------------------------------
@@ -377,7 +401,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if args.from_cluster:
         from .plan_cluster import fetch_cluster_objects
 
-        objects = fetch_cluster_objects(args.kubeconfig, with_secrets=args.cloud_verify)
+        objects = fetch_cluster_objects(
+            args.kubeconfig, with_secrets=args.cloud_verify, vsphere_secret=args.vsphere_credentials
+        )
     else:
         objects = plan_inputs.load_paths(args.paths)
     inputs = plan_inputs.classify(objects)
@@ -424,6 +450,11 @@ def _cloud_verify(
     finally:
         verifier.close()
     used = [f"{p} ({origin})" for p, origin in creds.origins.items() if str(p) in platforms]
+    if any(d.template is not None for d in decisions):
+        prepared, decisions = asyncio.run(_verify_vsphere(args, prepared, decisions))
+        secret = prepared.inputs.secrets.get(str(Platform.VSPHERE))
+        used.append(f"VSphere (Secret {secret.namespace}/{secret.name}, {secret.source})" if secret is not None
+                    else "VSphere (no credentials Secret among the inputs)")
     missing = {d.platform for d in decisions if d.platform in queries.CLOUD_PLATFORM_NAMES} - set(platforms)
     note = "cloud verification: " + ("; ".join(used) if used else "no usable credentials")
     if missing:
@@ -447,6 +478,44 @@ async def _verify_rounds(
 
     facts = await verify_decisions(verifier, decisions)
     prepared = prepared.with_cloud(facts, frozenset(str(p) for p in verifier.platforms))
+    return prepared, plan_inputs.run_planner(prepared)
+
+
+async def _verify_vsphere(
+    args: argparse.Namespace, prepared: PreparedPlan, decisions: list[BootImageDecision]
+) -> tuple[PreparedPlan, list[BootImageDecision]]:
+    """Read-only: ask vCenter about each vSphere MachineSet's templates, then plan again."""
+    from dataclasses import replace
+
+    from kubernetes_asyncio.client.exceptions import ApiException
+
+    from . import plan_inputs
+    from .cloud.facts import CloudFacts
+    from .vsphere.checks import VSphereChecks, VSphereOptions
+
+    secret = prepared.inputs.secrets.get(str(Platform.VSPHERE))
+
+    async def read(namespace: str, name: str) -> Any:
+        if secret is None:
+            raise ApiException(status=404, reason=f"not among the inputs ({namespace}/{name})")
+        return secret.obj
+
+    checks = VSphereChecks(VSphereOptions.from_args(args), read)
+    merged = prepared.context.facts.cloud or CloudFacts()
+    try:
+        for d in decisions:
+            if d.template is not None:
+                found = await checks.lookup(d.template, d.target_release)
+                merged = replace(
+                    merged,
+                    templates={**merged.templates, **found.templates},
+                    template_errors={**merged.template_errors, **found.template_errors},
+                    vcenters_unavailable={**merged.vcenters_unavailable, **found.vcenters_unavailable},
+                )
+    finally:
+        checks.close()
+    platforms = prepared.context.facts.cloud_platforms | {str(Platform.VSPHERE)}
+    prepared = prepared.with_cloud(merged, platforms)
     return prepared, plan_inputs.run_planner(prepared)
 
 

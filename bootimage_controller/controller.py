@@ -63,11 +63,15 @@ from .constants import (
 from .context import PlanningContext, planning_context
 from .errors import BootImageControllerError
 from .kube.errors import ApiError
-from .kube.fence import NotLeader, UpgradeGateClosed, write_preconditions
+from .kube.fence import NotLeader, UpgradeGateClosed, WriteRefused, write_preconditions
 from .kube.informer import Informer, ListWatch
 from .kube.workqueue import DONE, ReconcileResult
 from .model import BootImageDecision, MachineResource, Refusal
 from .planner import plan_machine
+from .vsphere.ova import OvaError
+from .vsphere.refresh import Guard, RefreshOutcome
+from .vsphere.topology import TemplateRefresh
+from .vsphere.vcenter import VCenterError
 from .writer import Holder, MachineSetWriter, WriteResult, now_utc
 
 log = structlog.get_logger(__name__)
@@ -106,10 +110,17 @@ class MachineSetState:
     patched: bool = False
     error: str | None = None
     error_reason: Reason | None = None
+    refreshed: RefreshOutcome | None = None  # vSphere: the template this reconcile built or replaced
 
     @classmethod
     def failed(cls, decision: BootImageDecision, reason: Reason, message: str) -> MachineSetState:
         return cls(decision, error=message, error_reason=reason)
+
+    @property
+    def updated(self) -> bool:
+        """The boot image was brought to the target: the MachineSet patched, or (vSphere) its
+        template rebuilt in vCenter under the same name."""
+        return self.patched or (self.refreshed is not None and self.error is None)
 
     @property
     def error_text(self) -> str | None:
@@ -172,6 +183,10 @@ IsLeader = Callable[[], bool]
 SecretCheck = Callable[[MachineResource], Awaitable[Refusal | None]]
 # Rule 9: given an offline decision, the cloud's answers and the platforms they cover (None: offline).
 CloudLookup = Callable[[BootImageDecision], Awaitable[tuple[CloudFacts, frozenset[str]] | None]]
+# vSphere: build or replace a template in vCenter (vsphere.checks.VSphereChecks.refresh).
+TemplateRefreshHook = Callable[[TemplateRefresh, Guard], Awaitable[RefreshOutcome]]
+# Failures retried with backoff (the others wait for the next change or resync).
+RETRIED_FAILURES = frozenset({Reason.PATCH_FAILED, Reason.TEMPLATE_REFRESH_FAILED})
 
 
 class Controller:
@@ -184,6 +199,7 @@ class Controller:
         before_patch: SecretCheck | None = None,
         on_pass: Callable[[Controller], None] | None = None,
         cloud: CloudLookup | None = None,
+        templates: TemplateRefreshHook | None = None,
     ) -> None:
         self.options = options
         self.api_client = api_client
@@ -194,6 +210,7 @@ class Controller:
         self.before_patch = before_patch
         self.on_pass = on_pass
         self.cloud = cloud
+        self.templates = templates
         self.states: dict[str, MachineSetState] = {}
         self.claims_gate = ClaimGate()
         # key -> the resourceVersion our last patch replaced (see `reconcile`).
@@ -400,7 +417,7 @@ class Controller:
         if time.monotonic() - self._last_report >= max(self.options.progress_interval, REPORT_SPACING * self._report_cost):
             self._report()
         state = self.states.get(key)
-        if state is not None and state.error is not None and state.error_reason is Reason.PATCH_FAILED:
+        if state is not None and state.error is not None and state.error_reason in RETRIED_FAILURES:
             return ReconcileResult(error=state.error_text)  # retried with backoff
         return DONE
 
@@ -444,6 +461,7 @@ class Controller:
             action=str(decision.action),
             reason=decision.reason,
             patched=state.patched,
+            template_refreshed=state.refreshed.result if state.refreshed is not None else None,
             error=state.error,
             error_reason=state.error_reason,
         )
@@ -454,6 +472,8 @@ class Controller:
         and plan again with its answers (rule 9: never patch to an image the cloud does not have)."""
         decision = plan_machine(obj, ctx.golden, ctx.facts, ctx.enrollment)
         wants_cloud = decision.action is Action.PATCH or decision.reason == Reason.UNKNOWN_BOOT_IMAGE
+        # vSphere: offline, every template is "unknown"; vCenter says what it holds.
+        wants_cloud |= decision.reason == Reason.VCENTER_UNAVAILABLE and decision.template is not None
         if self.cloud is None or not wants_cloud:
             return decision
         answer = await self.cloud(decision)
@@ -474,6 +494,11 @@ class Controller:
             return MachineSetState(decision)
         if decision.action is not Action.PATCH or self.options.dry_run or not self.is_leader():
             return MachineSetState(decision)
+        refresh = decision.template.refresh if decision.template is not None else None
+        if refresh is not None:
+            built = await self._refresh_template(key, obj, decision, refresh)
+            if built.error is not None or built.decision is not decision or not decision.changes:
+                return built  # failed, skipped, or nothing to patch (the template kept its name)
         for _ in range(MAX_CONFLICT_REPLANS):
             try:
                 state, fresh = await self._patch_once(obj, decision)
@@ -493,6 +518,41 @@ class Controller:
         return MachineSetState.failed(
             decision, Reason.PATCH_FAILED, "kept conflicting with other writers; will retry on their next change"
         )
+
+    async def _refresh_template(
+        self, key: str, obj: dict[str, Any], decision: BootImageDecision, work: TemplateRefresh
+    ) -> MachineSetState:
+        """vSphere: build or replace the template in vCenter, stub Ignition first (as before any
+        patch). Every vCenter write is fenced like a Kubernetes write (`_vcenter_guard`)."""
+        if self.templates is None:
+            return MachineSetState(decision)
+        if self.before_patch is not None:
+            refusal = await self.before_patch(MachineResource.from_object(obj))
+            if refusal is not None:
+                return MachineSetState.failed(decision, refusal.reason, refusal.message)
+        try:
+            outcome = await self.templates(work, self._vcenter_guard)
+        except UpgradeGateClosed as exc:
+            log.info("template refresh stopped: upgrade gate closed", key=key, why=str(exc))
+            return MachineSetState(decision)
+        except OvaError as exc:
+            if exc.reason is Reason.OVA_UNAVAILABLE:
+                return MachineSetState(replace(decision, action=Action.SKIP, reason=exc.reason, message=f"{decision.message}: {exc}"))
+            return MachineSetState.failed(decision, exc.reason, str(exc))
+        except VCenterError as exc:
+            return MachineSetState.failed(decision, Reason.TEMPLATE_REFRESH_FAILED, f"template {work.name}: {exc}")
+        return MachineSetState(decision, refreshed=outcome)
+
+    def _vcenter_guard(self) -> None:
+        """Raise `WriteRefused` when a vCenter write must not be sent now: the same checks as a
+        boot image patch (the Lease, via the client's fence, and the upgrade gate)."""
+        fence = getattr(self.api_client, "fence", None)
+        refusal: WriteRefused | None = fence.refusal("vsphere-templates") if fence is not None else None
+        if refusal is None and not self.is_leader():
+            refusal = NotLeader("not the leader")
+        refusal = refusal or self.upgrade_gate()
+        if refusal is not None:
+            raise refusal
 
     async def _patch_once(
         self, obj: dict[str, Any], decision: BootImageDecision
@@ -645,7 +705,7 @@ class Controller:
 def _says_nothing_new(previous: MachineSetState | None, state: MachineSetState) -> bool:
     """A decision worth only a debug line: the same outcome again (a resync, an unrelated edit),
     or the no-op that follows our own patch (the patch's line said it all)."""
-    if previous is None or state.patched:
+    if previous is None or state.updated:
         return False
     d, p = state.decision, previous.decision
     same = (d.action, d.reason, state.error) == (p.action, p.reason, previous.error)
@@ -658,6 +718,10 @@ def _event_for(previous: MachineSetState | None, state: MachineSetState) -> tupl
     d = state.decision
     if state.patched:
         return EVENT_TYPE_NORMAL, EVENT_UPDATED, f"boot image updated to {d.target_release or d.target}"
+    if state.refreshed is not None and state.refreshed.result != "current":
+        was = f" (was {state.refreshed.previous_release})" if state.refreshed.previous_release else ""
+        verb = "replaced" if state.refreshed.result == "replaced" else "created"
+        return EVENT_TYPE_NORMAL, EVENT_UPDATED, f"vSphere template {state.refreshed.name} {verb}: RHCOS {d.target_release}{was}"
     if previous is not None and (previous.decision.reason, previous.error) == (d.reason, state.error):
         return None
     if state.error is not None:

@@ -53,6 +53,7 @@ from .skew.verdict import SkewLimits
 from .status_writer import StatusWriter
 from .stub_ignition import StubIgnitionChecks
 from .supervision import Supervisor
+from .vsphere.checks import VSphereChecks, VSphereOptions
 
 log = structlog.get_logger(__name__)
 
@@ -93,7 +94,8 @@ async def _run(args: argparse.Namespace) -> int:
     limits = SkewLimits.from_flags(args.ocp_skew_limit, args.rhel_skew_limit)
     reporter = PassReporter(writer, limits)
     core = CoreV1Api(api)
-    cloud = CloudChecks(core, args.gcp_endpoint, args.azure_endpoint)
+    vsphere = VSphereChecks.for_core_api(VSphereOptions.from_args(args), core)
+    cloud = CloudChecks(core, args.gcp_endpoint, args.azure_endpoint, vsphere)
     controller = Controller(
         api,
         ControllerOptions(dry_run=args.dry_run, cluster_operator=args.cluster_operator, concurrency=args.concurrency),
@@ -101,6 +103,7 @@ async def _run(args: argparse.Namespace) -> int:
         before_patch=StubIgnitionChecks(core),
         on_pass=reporter,
         cloud=cloud,
+        templates=vsphere.refresh,
     )
     queue = WorkQueue("bootimage")
     pass_done = asyncio.Event()  # --once: the single pass is over

@@ -42,10 +42,15 @@ from .constants import (
     METRIC_EVENTS_PENDING,
     METRIC_LEADER,
     METRIC_MACHINESETS,
+    METRIC_OVA_DOWNLOAD_BYTES,
+    METRIC_OVA_DOWNLOADS,
     METRIC_PATCHES,
     METRIC_RECONCILE_DURATION,
     METRIC_SKEW_NONE,
     METRIC_SKEW_UPGRADEABLE,
+    METRIC_TEMPLATE_IMPORT_DURATION,
+    METRIC_TEMPLATE_IMPORTS,
+    METRIC_TEMPLATES,
 )
 
 log = structlog.get_logger(__name__)
@@ -260,6 +265,35 @@ EVENTS_PENDING = Gauge(
 LEADER = Gauge(
     METRIC_LEADER,
     "1 while this replica holds the Lease (and so is the one reconciling and reporting), else 0.",
+    registry=REGISTRY,
+)
+OVA_DOWNLOADS = Counter(
+    METRIC_OVA_DOWNLOADS,
+    "vSphere OVA fetches, by result (downloaded, cached, checksum_mismatch, failed).",
+    ["result"],
+    registry=REGISTRY,
+)
+OVA_DOWNLOAD_BYTES = Counter(
+    METRIC_OVA_DOWNLOAD_BYTES,
+    "Bytes of vSphere OVAs downloaded (resumed downloads count only what was fetched).",
+    registry=REGISTRY,
+)
+TEMPLATE_IMPORTS = Counter(
+    METRIC_TEMPLATE_IMPORTS,
+    "vSphere template imports (OVF import into vCenter), by result (imported, failed).",
+    ["result"],
+    registry=REGISTRY,
+)
+TEMPLATE_IMPORT_DURATION = Histogram(
+    METRIC_TEMPLATE_IMPORT_DURATION,
+    "Time taken by one vSphere template import, upload included.",
+    buckets=(1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600),
+    registry=REGISTRY,
+)
+TEMPLATES = Gauge(
+    METRIC_TEMPLATES,
+    "vSphere templates the MachineSets name, by whether they hold the golden release (current true/false).",
+    ["current"],
     registry=REGISTRY,
 )
 CLUSTER_BOOT_IMAGE = Info(

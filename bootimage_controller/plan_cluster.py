@@ -17,7 +17,7 @@ from typing import Any
 import structlog
 
 from .cluster import CLUSTER_READS, ClusterRead
-from .constants import MAPI_NAMESPACE
+from .constants import MAPI_NAMESPACE, VSPHERE_CREDENTIALS_SECRET
 from .plan_inputs import CLOUD_SECRET_NAMES, ClusterReadError, SourcedObject
 
 log = structlog.get_logger(__name__)
@@ -34,15 +34,20 @@ class _Read:
     is_list: bool = False
 
 
-def fetch_cluster_objects(kubeconfig: str | None, *, with_secrets: bool = False) -> list[SourcedObject]:
+def fetch_cluster_objects(
+    kubeconfig: str | None, *, with_secrets: bool = False, vsphere_secret: tuple[str, str] | None = None
+) -> list[SourcedObject]:
     """The objects `plan` uses, read once from a live cluster. Missing objects are fine.
 
-    `with_secrets` (for `--cloud-verify`) also gets the cloud credentials Secrets, by name only.
+    `with_secrets` (for `--cloud-verify`) also gets the cloud credentials Secrets, by name only,
+    and the vCenter credentials Secret `vsphere_secret` (namespace, name).
     """
-    return asyncio.run(_fetch_cluster_objects(kubeconfig, with_secrets))
+    return asyncio.run(_fetch_cluster_objects(kubeconfig, with_secrets, vsphere_secret))
 
 
-async def _fetch_cluster_objects(kubeconfig: str | None, with_secrets: bool) -> list[SourcedObject]:
+async def _fetch_cluster_objects(
+    kubeconfig: str | None, with_secrets: bool, vsphere_secret: tuple[str, str] | None = None
+) -> list[SourcedObject]:
     from kubernetes_asyncio import client
     from kubernetes_asyncio.config import ConfigException
 
@@ -65,6 +70,9 @@ async def _fetch_cluster_objects(kubeconfig: str | None, with_secrets: bool) -> 
                       lambda name=name: core.read_namespaced_secret(name, MAPI_NAMESPACE, _preload_content=False))
                 for name in CLOUD_SECRET_NAMES.values()
             ]
+            namespace, name = vsphere_secret or (MAPI_NAMESPACE, VSPHERE_CREDENTIALS_SECRET)
+            reads.append(_Read(f"Secret {namespace}/{name}", "v1", "Secret",
+                               lambda: core.read_namespaced_secret(name, namespace, _preload_content=False)))
         # Every read finishes before the client closes; the first failure is then reported.
         results = await asyncio.gather(*(_run_read(r) for r in reads), return_exceptions=True)
     for result in results:

@@ -42,6 +42,7 @@ from .constants import (
     MAPI_NAMESPACE,
     MCO_NAMESPACE,
     OPERATOR_GROUP,
+    VSPHERE_CREDENTIALS_SECRET,
     Action,
     Platform,
     Reason,
@@ -368,6 +369,8 @@ def _role(obj: SourcedObject) -> str | None:
     if group == "" and kind == "Node":
         return "node"
     if group == "" and kind == "Secret" and namespace == MAPI_NAMESPACE:
+        if name == VSPHERE_CREDENTIALS_SECRET:
+            return f"secret:{Platform.VSPHERE}"
         platform = next((p for p, n in CLOUD_SECRET_NAMES.items() if n == name), None)
         return f"secret:{platform}" if platform else None
     if group == "" and kind == "ConfigMap" and name == BOOTIMAGES_CONFIGMAP and namespace in ("", MCO_NAMESPACE):
@@ -571,6 +574,8 @@ def cloud_credentials(inputs: PlanInputs, environ: Mapping[str, str]) -> CloudCr
     secrets: dict[Platform, Mapping[str, Any]] = {}
     origins: dict[Platform, str] = {}
     for platform, secret in inputs.secrets.items():
+        if platform == Platform.VSPHERE:
+            continue  # vCenter credentials go to vsphere.checks, not the cloud verifier
         secrets[Platform(platform)] = secret.obj
         origins[Platform(platform)] = f"Secret {secret.namespace}/{secret.name} ({secret.source})"
     for platform, secret_from_env in _environment_secrets(environ).items():

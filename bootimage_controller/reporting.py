@@ -121,7 +121,7 @@ class PassReporter:
         gate = controller.upgrade_gate()
         if gate is not None:
             return PassSummary.blocked(ConditionReason.CLUSTER_NOT_STABLE, str(gate), degrading=False)
-        outcomes = [Outcome.from_decision(s.decision, patched=s.patched, error=s.error_text) for s in states]
+        outcomes = [Outcome.from_decision(s.decision, patched=s.updated, error=s.error_text) for s in states]
         # Not reconciled yet in this pass: pending, so the counts cover the whole fleet mid-pass.
         outcomes += [Outcome(kind, namespace, name, Result.PENDING) for kind, namespace, name in unplanned]
         return PassSummary.from_outcomes(outcomes)
@@ -179,13 +179,13 @@ class PassReporter:
 def _pass_result(states: list[MachineSetState]) -> PassResult | None:
     """A finished pass (nothing left to patch) moves the Automatic record; otherwise keep it."""
     machinesets = [s for s in states if s.decision.kind != CPMS_KIND]
-    if any(s.decision.action is Action.PATCH and not s.patched and s.error is None for s in machinesets):
+    if any(s.decision.action is Action.PATCH and not s.updated and s.error is None for s in machinesets):
         return None
     skipped = sum(1 for s in machinesets if s.decision.action is Action.SKIP and s.decision.reason != Reason.NOT_ENROLLED)
     errors = sum(1 for s in machinesets if s.decision.action is Action.ERROR or s.error is not None)
     releases = tuple(
         s.decision.target_release
         for s in machinesets
-        if s.decision.target_release and (s.patched or s.decision.action is Action.NOOP)
+        if s.decision.target_release and (s.updated or s.decision.action is Action.NOOP)
     )
     return PassResult(skipped, errors, releases)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 from kubernetes_asyncio.client import CoreV1Api
@@ -21,6 +21,9 @@ from ..kube.retry import CONNECTION_ERRORS, describe, is_retryable, with_retries
 from .queries import image_queries, verify_decisions
 from .verifier import CloudVerifier
 
+if TYPE_CHECKING:
+    from ..vsphere.checks import VSphereChecks
+
 log = structlog.get_logger(__name__)
 
 
@@ -34,8 +37,11 @@ class CloudChecks:
 
     REFRESH_SECONDS = 60.0
 
-    def __init__(self, core: CoreV1Api, gcp_endpoint: str | None, azure_endpoint: str | None) -> None:
+    def __init__(
+        self, core: CoreV1Api, gcp_endpoint: str | None, azure_endpoint: str | None, vsphere: VSphereChecks | None = None
+    ) -> None:
         self.core: Any = core
+        self.vsphere = vsphere
         self.gcp_endpoint = gcp_endpoint
         self.azure_endpoint = azure_endpoint
         self.verifier: Any = None
@@ -94,6 +100,11 @@ class CloudChecks:
             return None
 
     async def __call__(self, decision: Any) -> tuple[Any, frozenset[str]] | None:
+        if decision.platform == Platform.VSPHERE:
+            if self.vsphere is None or decision.template is None:
+                return None
+            facts = await self.vsphere.lookup(decision.template, decision.target_release)
+            return facts, frozenset({str(Platform.VSPHERE)})
         await self._refresh()
         platforms = frozenset(str(p) for p in self.verifier.platforms)
         if decision.platform not in platforms or not image_queries([decision]):
@@ -101,5 +112,7 @@ class CloudChecks:
         return await verify_decisions(self.verifier, [decision]), platforms
 
     def close(self) -> None:
+        if self.vsphere is not None:
+            self.vsphere.close()
         if self.verifier is not None:
             self.verifier.close()

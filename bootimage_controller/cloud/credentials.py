@@ -30,6 +30,7 @@ from ..constants import (
     AZURE_CREDENTIALS_SECRET,
     GCP_CREDENTIALS_SECRET,
     MAPI_NAMESPACE,
+    VSPHERE_CREDENTIALS_SECRET,
     Platform,
 )
 from ..errors import InputError
@@ -179,6 +180,9 @@ class _SecretData:
         field = f"data.{key}" if key and key != "data" else "data"
         return CredentialsError(self.ref.display, field, problem)
 
+    def keys_present(self) -> list[str]:
+        return [str(k) for k in self._data]
+
     def has(self, key: str) -> bool:
         return self._data.get(key) not in (None, "")
 
@@ -323,3 +327,27 @@ def platform_of(credentials: CloudCredentials) -> Platform:
     if isinstance(credentials, GcpCredentials):
         return Platform.GCP
     return Platform.AZURE
+
+
+@dataclass(frozen=True, repr=False)
+class VSphereCredentials:
+    """The machine API's vCenter credentials: `<server>.username` / `<server>.password` per vCenter."""
+
+    source: SecretRef
+    logins: Mapping[str, tuple[str, str]]  # server -> (username, password)
+
+    def __repr__(self) -> str:
+        return _safe_repr(self, self.source, servers=",".join(sorted(self.logins)) or None)
+
+    __str__ = __repr__
+
+    def secret_values(self) -> tuple[str, ...]:
+        return _scrubbable(*(password for _, password in self.logins.values()))
+
+
+def parse_vsphere_credentials(secret: Mapping[str, Any] | Any) -> VSphereCredentials:
+    """Every server with both keys; a server with one of the two is an error naming the other."""
+    d = _SecretData(_secret_mapping(secret), VSPHERE_CREDENTIALS_SECRET)
+    servers = {k.rsplit(".", 1)[0] for k in d.keys_present() if k.endswith((".username", ".password"))}
+    logins = {server: (d.require(f"{server}.username"), d.require(f"{server}.password")) for server in sorted(servers)}
+    return VSphereCredentials(d.ref, logins)
