@@ -795,7 +795,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         binaries = locate_binaries()
         print(f"test control plane: {binaries.kube_apiserver.parent} ready in {time.monotonic() - started:.0f}s")
         sys.path.insert(0, str(REPO_ROOT / "tests"))  # run as a script: make the harness package importable
-        from harness.vcsim import locate_vcsim  # the vSphere tests' simulator (hack/vcsim), cached the same way
+        from harness.vcsim import (
+            locate_vcsim,  # the vSphere tests' simulator (hack/vcsim), cached the same way
+        )
 
         started = time.monotonic()
         print(f"vCenter simulator: {locate_vcsim()} ready in {time.monotonic() - started:.0f}s")

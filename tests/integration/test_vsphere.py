@@ -20,7 +20,14 @@ from typing import Any
 
 import pytest
 from harness.cluster import TestCluster
-from harness.objects import apply, cluster_version, get_object, infrastructure, machine_configuration, merge_patch
+from harness.objects import (
+    apply,
+    cluster_version,
+    get_object,
+    infrastructure,
+    machine_configuration,
+    merge_patch,
+)
 from harness.objects import machineset_from_fixture as ms_fixture
 from harness.vcsim import PASSWORD, USERNAME, Vcsim, running_vcsim
 from vsphere.ovas import OvaServer, make_ova, serving
