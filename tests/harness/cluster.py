@@ -49,7 +49,7 @@ from typing import Any, ClassVar, Final, Protocol
 import structlog
 import yaml
 
-from bootimage_controller.constants import MAPI_NAMESPACE, MCO_NAMESPACE
+from bootimage_controller.constants import CAPI_NAMESPACE, MAPI_NAMESPACE, MCO_NAMESPACE
 
 log = structlog.get_logger(__name__)
 
@@ -66,7 +66,7 @@ SHARED_SHA256: Final = {
 }
 
 # Namespaces every test cluster starts with (kube-system, default exist already).
-NAMESPACES: Final = (MAPI_NAMESPACE, MCO_NAMESPACE, "openshift-config")
+NAMESPACES: Final = (MAPI_NAMESPACE, MCO_NAMESPACE, "openshift-config", CAPI_NAMESPACE)
 
 ADMIN_USER: Final = "admin"
 KCM_USER: Final = "system:kube-controller-manager"

@@ -33,6 +33,7 @@ from kubernetes_asyncio.client.rest import ApiException
 from bootimage_controller.constants import (
     ANNOTATION_ALEPH_VERSION,
     BOOTIMAGES_CONFIGMAP,
+    CAPI_NAMESPACE,
     CLUSTEROPERATOR_PLURAL,
     CLUSTERVERSION_NAME,
     CLUSTERVERSION_PLURAL,
@@ -43,6 +44,7 @@ from bootimage_controller.constants import (
     CPMS_NAME,
     CPMS_PLURAL,
     CPMS_VERSION,
+    INFRA_TEMPLATES,
     INFRASTRUCTURE_NAME,
     INFRASTRUCTURE_PLURAL,
     LABEL_ARCH,
@@ -133,6 +135,17 @@ RESOURCES: Final[tuple[Resource, ...]] = (
     Resource("rbac.authorization.k8s.io/v1", "RoleBinding", "rolebindings", True, False),
     Resource("rbac.authorization.k8s.io/v1", "ClusterRole", "clusterroles", False, False),
     Resource("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", "clusterrolebindings", False, False),
+    # Cluster API (manifests/crds): both versions of the core kinds, the providers' templates.
+    *(
+        Resource(f"cluster.x-k8s.io/{v}", kind, plural, True, True)
+        for v in ("v1beta1", "v1beta2")
+        for kind, plural in (("MachineSet", "machinesets"), ("MachineDeployment", "machinedeployments"),
+                             ("Cluster", "clusters"))
+    ),
+    *(
+        Resource(f"infrastructure.cluster.x-k8s.io/{version}", kind, plural, True, True)
+        for kind, (version, plural) in INFRA_TEMPLATES.items()
+    ),
 )
 _BY_TYPE: Final = {(r.api_version, r.kind): r for r in RESOURCES}
 
@@ -673,7 +686,13 @@ RESET_NAMESPACED_KINDS: Final = (
     ("coordination.k8s.io/v1", "Lease"),
     ("v1", "Event"),
 )
-RESET_NAMESPACES: Final = (MAPI_NAMESPACE, MCO_NAMESPACE)
+RESET_NAMESPACES: Final = (MAPI_NAMESPACE, MCO_NAMESPACE, CAPI_NAMESPACE)
+RESET_CAPI_KINDS: Final = (
+    ("cluster.x-k8s.io/v1beta1", "MachineSet"),
+    ("cluster.x-k8s.io/v1beta1", "MachineDeployment"),
+    *((f"infrastructure.cluster.x-k8s.io/{v}", kind) for kind, (v, _) in INFRA_TEMPLATES.items()),
+    ("cluster.x-k8s.io/v1beta1", "Cluster"),
+)
 
 
 async def reset_cluster(api: ApiClient, *, timeout: float = 30.0) -> None:
@@ -681,6 +700,8 @@ async def reset_cluster(api: ApiClient, *, timeout: float = 30.0) -> None:
     deadline = asyncio.get_running_loop().time() + timeout
     for api_version, kind in RESET_KINDS:
         await _purge(api, resource_for(api_version, kind), None, deadline)
+    for api_version, kind in RESET_CAPI_KINDS:
+        await _purge(api, resource_for(api_version, kind), CAPI_NAMESPACE, deadline)
     for namespace in RESET_NAMESPACES:
         for api_version, kind in RESET_NAMESPACED_KINDS:
             await _purge(api, resource_for(api_version, kind), namespace, deadline)

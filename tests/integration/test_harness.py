@@ -86,6 +86,14 @@ async def test_every_crd_is_established(kube_api: k8s_client.ApiClient) -> None:
         "clusterversions.config.openshift.io",
         "infrastructures.config.openshift.io",
         "clusteroperators.config.openshift.io",
+        # Cluster API (issue 16)
+        "clusters.cluster.x-k8s.io",
+        "machinesets.cluster.x-k8s.io",
+        "machinedeployments.cluster.x-k8s.io",
+        "awsmachinetemplates.infrastructure.cluster.x-k8s.io",
+        "gcpmachinetemplates.infrastructure.cluster.x-k8s.io",
+        "azuremachinetemplates.infrastructure.cluster.x-k8s.io",
+        "vspheremachinetemplates.infrastructure.cluster.x-k8s.io",
     }
     ext = k8s_client.ApiextensionsV1Api(kube_api)
     for name in crds:
