@@ -9,11 +9,15 @@ inputs.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .constants import (
     BOOTIMAGES_CONFIGMAP,
+    CAPI_GROUP,
+    CAPI_KINDS,
+    CAPI_NAMESPACE,
+    CAPI_VERSIONS,
     CLUSTERVERSION_NAME,
     CLUSTERVERSION_PLURAL,
     CONFIG_GROUP,
@@ -24,6 +28,8 @@ from .constants import (
     CPMS_PLURAL,
     CPMS_PROVIDER_SPEC_PATH,
     CPMS_VERSION,
+    INFRA_TEMPLATES,
+    INFRASTRUCTURE_GROUP,
     INFRASTRUCTURE_NAME,
     INFRASTRUCTURE_PLURAL,
     KUBE_TO_RPM_ARCH,
@@ -66,7 +72,7 @@ class ClusterRead:
 
 
 # What is read, for both the daemon and `plan` (SPEC section 1 has the same table in prose).
-CLUSTER_READS: tuple[ClusterRead, ...] = (
+_CORE_READS: tuple[ClusterRead, ...] = (
     ClusterRead(MACHINESET_KIND, MACHINE_API_GROUP, MACHINESET_VERSION, MACHINESET_KIND, MACHINESET_PLURAL,
                 MAPI_NAMESPACE, used_for="what is reconciled; their providerSpec kinds name the platform "
                 "when Infrastructure does not"),
@@ -87,7 +93,25 @@ CLUSTER_READS: tuple[ClusterRead, ...] = (
         for label in CONTROL_PLANE_NODE_LABELS
     ),
 )
-MACHINE_READS = tuple(r for r in CLUSTER_READS if r.kind in (MACHINESET_KIND, CPMS_KIND))
+# Cluster API (opt-in; a cluster without the CRDs simply has none): the objects reconciled, and the
+# infrastructure templates their boot images live in. `with_capi_version` sets the version the
+# server serves (v1beta2 or v1beta1), found by discovery.
+CAPI_READS: tuple[ClusterRead, ...] = tuple(
+    ClusterRead(key, CAPI_GROUP, CAPI_VERSIONS[-1], key.partition(".")[0], plural, CAPI_NAMESPACE,
+                used_for="Cluster API objects reconciled when enrolled")
+    for key, plural in CAPI_KINDS.items()
+)
+TEMPLATE_READS: tuple[ClusterRead, ...] = tuple(
+    ClusterRead(kind, INFRASTRUCTURE_GROUP, version, kind, plural, CAPI_NAMESPACE,
+                used_for="the boot images of Cluster API objects")
+    for kind, (version, plural) in INFRA_TEMPLATES.items()
+)
+CLUSTER_READS: tuple[ClusterRead, ...] = (*_CORE_READS, *CAPI_READS, *TEMPLATE_READS)
+MACHINE_READS = tuple(r for r in CLUSTER_READS if r.group == MACHINE_API_GROUP and r.kind in (MACHINESET_KIND, CPMS_KIND))
+
+
+def with_capi_version(reads: tuple[ClusterRead, ...], version: str) -> tuple[ClusterRead, ...]:
+    return tuple(replace(r, version=version) if r.group == CAPI_GROUP else r for r in reads)
 NODE_READS = tuple(r for r in CLUSTER_READS if r.kind == "Node")
 
 
@@ -105,6 +129,16 @@ class ClusterObjects:
     nodes: Sequence[Mapping[str, Any]] = field(default_factory=tuple)
     machines: Sequence[Mapping[str, Any]] = field(default_factory=tuple)
     origins: Mapping[str, str] = field(default_factory=dict)
+
+
+def region_of(infrastructure: Mapping[str, Any] | None) -> str | None:
+    """Infrastructure status.platformStatus.<aws|gcp>.region, when given."""
+    status = ((infrastructure or {}).get("status") or {}).get("platformStatus") or {}
+    for platform in ("aws", "gcp"):
+        region = (status.get(platform) or {}).get("region") if isinstance(status.get(platform), Mapping) else None
+        if isinstance(region, str) and region:
+            return region
+    return None
 
 
 def platform_of(infrastructure: Mapping[str, Any] | None) -> str | None:

@@ -30,6 +30,28 @@ CPMS_PLURAL: Final = "controlplanemachinesets"
 CPMS_KIND: Final = "ControlPlaneMachineSet"
 CPMS_NAME: Final = "cluster"
 
+# Cluster API (issue 16, docs/capi.md). CAPI kinds share names with the Machine API's, so inside the
+# controller (informer roles, decision `kind`, keys) they go by `Kind.group`, as kubectl spells them.
+CAPI_GROUP: Final = "cluster.x-k8s.io"
+CAPI_NAMESPACE: Final = "openshift-cluster-api"
+CAPI_VERSIONS: Final = ("v1beta2", "v1beta1")  # served by the controller, newest first
+CAPI_MACHINESET: Final = "MachineSet.cluster.x-k8s.io"
+CAPI_MACHINEDEPLOYMENT: Final = "MachineDeployment.cluster.x-k8s.io"
+CAPI_MACHINEDEPLOYMENT_PLURAL: Final = "machinedeployments"
+CAPI_KINDS: Final = {CAPI_MACHINESET: MACHINESET_PLURAL, CAPI_MACHINEDEPLOYMENT: CAPI_MACHINEDEPLOYMENT_PLURAL}
+CAPI_CLUSTER_KIND: Final = "Cluster"
+INFRASTRUCTURE_GROUP: Final = "infrastructure.cluster.x-k8s.io"
+# The providers' infrastructure machine templates: kind -> (version, plural).
+INFRA_TEMPLATES: Final = {
+    "AWSMachineTemplate": ("v1beta2", "awsmachinetemplates"),
+    "GCPMachineTemplate": ("v1beta1", "gcpmachinetemplates"),
+    "AzureMachineTemplate": ("v1beta1", "azuremachinetemplates"),
+    "VSphereMachineTemplate": ("v1beta1", "vspheremachinetemplates"),
+}
+# Machine API MachineSet status.authoritativeAPI (the MachineAPIMigration feature).
+AUTHORITATIVE_MACHINE_API: Final = "MachineAPI"
+NON_AUTHORITATIVE: Final = frozenset({"ClusterAPI", "Migrating"})
+
 OPERATOR_GROUP: Final = "operator.openshift.io"
 OPERATOR_VERSION: Final = "v1"
 MACHINECONFIGURATION_PLURAL: Final = "machineconfigurations"
@@ -90,6 +112,8 @@ ANNOTATION_HOT_LOOP: Final = f"{_MCO}/boot-image-hot-loop"
 ANNOTATION_STUB_UPGRADED_TO: Final = f"{_MCO}/stub-ignition-upgraded-to"
 ANNOTATION_STUB_UPGRADED_AT: Final = f"{_MCO}/stub-ignition-upgraded-at"
 ANNOTATION_ALEPH_VERSION: Final = f"{_MCO}/aleph-version"
+# On a CAPI infrastructure template this controller wrote: the template it replaced (docs/capi.md).
+ANNOTATION_REPLACES: Final = f"{_MCO}/boot-image-replaces"
 
 # --- claims ---------------------------------------------------------------------------------
 CLAIM_HOLDER_NAME: Final = "machineset-boot-image-controller"
@@ -224,6 +248,13 @@ class Reason(StrEnum):
     # vSphere (docs/vsphere.md): the workspace matches no failure domain of the Infrastructure; a
     # template name over vCenter's 80 characters; the stream's OVA could not be fetched (skip, retried);
     # its sha256 is not the stream's; a vCenter step of the template refresh failed (retried).
+    # Cluster API (docs/capi.md): a CAPI MachineSet its MachineDeployment manages; a Machine API
+    # MachineSet (or the CAPI mirror) that is not the authoritative side of its machine pool; a
+    # MachineDeployment mid-rollout; an infrastructureRef whose template is missing or not a known kind.
+    OWNED_BY_MACHINE_DEPLOYMENT = "OwnedByMachineDeployment"
+    NOT_AUTHORITATIVE = "NotAuthoritative"
+    ROLLOUT_IN_PROGRESS = "RolloutInProgress"
+    TEMPLATE_NOT_FOUND = "InfrastructureTemplateNotFound"
     FAILURE_DOMAIN_NOT_FOUND = "FailureDomainNotFound"
     TEMPLATE_NAME_TOO_LONG = "TemplateNameTooLong"
     OVA_UNAVAILABLE = "OvaUnavailable"
@@ -257,6 +288,8 @@ CO_DEGRADED: Final = "Degraded"
 CO_UPGRADEABLE: Final = "Upgradeable"
 # The kind labels in our condition messages (the Machine Config Operator's wording).
 MAPI_MACHINESETS_LABEL: Final = "MAPI MachineSets"
+CAPI_MACHINESETS_LABEL: Final = "CAPI MachineSets"
+CAPI_MACHINEDEPLOYMENTS_LABEL: Final = "CAPI MachineDeployments"
 CPMS_LABEL: Final = "ControlPlaneMachineSets"
 # metav1.Condition caps messages at 32768 characters; longer ones fail validation.
 CONDITION_MESSAGE_MAX: Final = 32768

@@ -31,6 +31,7 @@ from .cluster import (
     is_multi_arch,
     platform_of,
     provider_spec_platforms,
+    region_of,
 )
 from .enrollment import Enrollment
 from .errors import GoldenDataError, InputError
@@ -55,6 +56,9 @@ class ClusterFacts:
     cloud_platforms: frozenset[str] = frozenset()
     # vSphere: Infrastructure spec.platformSpec.vsphere (None: there is none to resolve against).
     vsphere: VSphereTopology | None = None
+    # Infrastructure status.platformStatus.{aws.region,gcp.region}: where CAPI templates' images live
+    # (an AWSMachineTemplate names no region of its own).
+    region: str | None = None
 
 
 @dataclass(frozen=True)
@@ -102,6 +106,7 @@ def planning_context(
         cloud=cloud,
         cloud_platforms=cloud_platforms,
         vsphere=VSphereTopology.from_infrastructure(objects.infrastructure),
+        region=region_of(objects.infrastructure),
     )
     explanation = (
         f"golden boot images: {golden_origin}; {_streams_summary(golden)}",

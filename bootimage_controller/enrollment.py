@@ -10,11 +10,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, Protocol
 
 from .constants import (
     ANNOTATION_BOOT_IMAGE_UPDATES,
     BOOT_IMAGE_UPDATES_DISABLED,
+    CAPI_GROUP,
+    CAPI_MACHINEDEPLOYMENT,
+    CAPI_MACHINEDEPLOYMENT_PLURAL,
+    CAPI_MACHINESET,
     CPMS_KIND,
     CPMS_PLURAL,
     DEFAULT_ENROLLED_PLATFORMS,
@@ -22,7 +26,6 @@ from .constants import (
     MACHINESET_PLURAL,
 )
 from .errors import SelectorError
-from .model import MachineResource
 
 WHERE = "MachineConfiguration cluster"
 
@@ -113,16 +116,33 @@ class ResourceSelection:
         return self.selector.matches(labels)
 
 
+class Enrollable(Protocol):
+    """What enrollment reads of an object (a `MachineResource` or a `capi.resources.CapiObject`)."""
+
+    @property
+    def kind(self) -> str: ...
+    @property
+    def labels(self) -> Mapping[str, str]: ...
+    @property
+    def annotations(self) -> Mapping[str, str]: ...
+
+
+_NONE = ResourceSelection(SelectionMode.NONE)
+
+
 @dataclass(frozen=True)
 class Enrollment:
     machinesets: ResourceSelection
     cpms: ResourceSelection
     source: str  # how it was decided, for messages
+    # Cluster API (`apiGroup: cluster.x-k8s.io`): opt-in only, never a platform default.
+    capi_machinesets: ResourceSelection = _NONE
+    capi_machinedeployments: ResourceSelection = _NONE
 
     @classmethod
     def everything(cls) -> Enrollment:
         everything = ResourceSelection(SelectionMode.ALL)
-        return cls(everything, everything, "everything")
+        return cls(everything, everything, "everything", everything, everything)
 
     @classmethod
     def from_machine_configuration(cls, mc: Mapping[str, Any] | None, platform: str | None) -> Enrollment:
@@ -139,20 +159,31 @@ class Enrollment:
             return cls(none, none, "spec.managedBootImages.machineManagers is empty (opted out)")
         ms = _selection(managers or [], MACHINESET_PLURAL)
         cp = _selection(managers or [], CPMS_PLURAL)
+        capi_ms = _selection(managers or [], MACHINESET_PLURAL, CAPI_GROUP)
+        capi_md = _selection(managers or [], CAPI_MACHINEDEPLOYMENT_PLURAL, CAPI_GROUP)
         source = "spec.managedBootImages" if ms else f"platform default for {platform or 'unknown platform'}"
         return cls(
             ms or ResourceSelection(default),
-            cp or ResourceSelection(SelectionMode.NONE),  # CPMS is opt-in only
+            cp or _NONE,  # CPMS is opt-in only
             source,
+            capi_ms or _NONE,  # so is the Cluster API
+            capi_md or _NONE,
         )
 
-    def covers(self, resource: MachineResource) -> tuple[bool, str]:
+    def selection_for(self, kind: str) -> ResourceSelection:
+        return {
+            CPMS_KIND: self.cpms,
+            CAPI_MACHINESET: self.capi_machinesets,
+            CAPI_MACHINEDEPLOYMENT: self.capi_machinedeployments,
+        }.get(kind, self.machinesets)
+
+    def covers(self, resource: Enrollable) -> tuple[bool, str]:
         """Whether `resource` is enrolled, and a sentence saying why not."""
         if self.source == "everything":
             return True, ""
         if resource.annotations.get(ANNOTATION_BOOT_IMAGE_UPDATES) == BOOT_IMAGE_UPDATES_DISABLED:
             return False, f"annotation {ANNOTATION_BOOT_IMAGE_UPDATES}={BOOT_IMAGE_UPDATES_DISABLED} opts it out"
-        selection = self.cpms if resource.kind == CPMS_KIND else self.machinesets
+        selection = self.selection_for(resource.kind)
         if selection.selects(resource.labels):
             return True, ""
         if selection.mode is SelectionMode.PARTIAL:
@@ -160,12 +191,12 @@ class Enrollment:
         return False, f"boot image management is {selection.mode} for {resource.kind}s ({self.source})"
 
 
-def _selection(managers: list[Any], resource: str) -> ResourceSelection | None:
+def _selection(managers: list[Any], resource: str, group: str = MACHINE_API_GROUP) -> ResourceSelection | None:
     for i, m in enumerate(managers):
         field = f"spec.managedBootImages.machineManagers[{i}]"
         if not isinstance(m, Mapping):
             raise SelectorError(WHERE, field, "expected an object")
-        if m.get("resource") != resource or m.get("apiGroup") != MACHINE_API_GROUP:
+        if m.get("resource") != resource or m.get("apiGroup") != group:
             continue
         selection = m.get("selection")
         if not isinstance(selection, Mapping):

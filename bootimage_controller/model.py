@@ -27,6 +27,7 @@ from .constants import (
 from .errors import InputError
 
 if TYPE_CHECKING:
+    from .capi.work import CapiWork
     from .vsphere.topology import TemplateWork
 
 JsonPath = tuple[str | int, ...]
@@ -218,6 +219,8 @@ class BootImageDecision:
     # vSphere: the vCenter work behind the decision (vsphere.topology.TemplateWork): the names to
     # look up and, on a patch, the template to build before (or instead of) the MachineSet patch.
     template: TemplateWork | None = None
+    # Cluster API: the template to write before the infrastructureRef patch (capi.work.CapiWork).
+    capi: CapiWork | None = None
 
     @property
     def key(self) -> str:
@@ -260,3 +263,8 @@ def first_names(names: Sequence[str], limit: int) -> str:
     """`a, b, c and 7 more`: a message names a few and counts the rest."""
     more = len(names) - limit
     return ", ".join(names[:limit]) + (f" and {more} more" if more > 0 else "")
+
+
+# Public names for the metadata parsers other object kinds reuse (capi.resources).
+parse_owner_references = _owner_references
+parse_string_map = _string_map

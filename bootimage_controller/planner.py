@@ -19,6 +19,8 @@ from .constants import (
     LABEL_ARCH,
     LABEL_OS_ID,
     LABEL_OSSTREAM,
+    MACHINESET_KIND,
+    NON_AUTHORITATIVE,
     OS_ID_WINDOWS,
     PROVIDER_KIND_PLATFORM,
     Action,
@@ -136,6 +138,13 @@ class _Planner:
         enrolled, why = self.enrollment.covers(self.r)
         if not enrolled:
             return self.skip(Reason.NOT_ENROLLED, f"{self.r.display} is not enrolled: {why}")
+        authority = authoritative_api(self.r.raw)
+        if self.r.kind == MACHINESET_KIND and authority in NON_AUTHORITATIVE and not self.evidence_only:
+            return self.skip(
+                Reason.NOT_AUTHORITATIVE,
+                f"{self.r.display} has status.authoritativeAPI {authority}: the Cluster API MachineSet of the "
+                "same name is the one updated",
+            )
         foreign = [o for o in self.r.owner_references if not is_our_owner_reference(o.api_version, o.kind, o.name)]
         if foreign and not self.evidence_only:
             owners = ", ".join(f"{o.kind}/{o.name}" for o in foreign)
@@ -283,6 +292,12 @@ class _Planner:
             f"{self.r.display} boots a RHEL {cur} image ({t.current_release}) but the default stream is "
             f"RHEL {tgt}; label it {LABEL_OSSTREAM}=rhel-{tgt} to move it, or rhel-{cur} to keep it"
         )
+
+
+def authoritative_api(obj: Mapping[str, Any]) -> str | None:
+    """A Machine API MachineSet's `status.authoritativeAPI` (the MachineAPIMigration feature)."""
+    value = get_path(obj, ("status", "authoritativeAPI"))
+    return value if isinstance(value, str) else None
 
 
 def _arch_from_annotation(value: str | None) -> str | None:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..cluster import ClusterObjects, control_plane_topology, is_control_plane_node, platform_of
-from ..constants import LABEL_OSSTREAM, MACHINESET_KIND, Action, Reason, SkewMode
+from ..constants import CAPI_KINDS, LABEL_OSSTREAM, MACHINESET_KIND, Action, Reason, SkewMode
 from ..context import ClusterFacts
 from ..enrollment import Enrollment, SelectionMode
 from ..golden import GoldenBootImages
@@ -91,7 +91,7 @@ def assess_skew(
     inputs = [
         _skew_input(_evidence(decision, obj, golden, facts), obj, aleph, install_version)
         for decision, obj in machines
-        if decision.kind == MACHINESET_KIND and not _unmanaged(decision)
+        if _judged(decision)
     ]
     verdict = evaluate_skew(
         status, inputs, limits, degraded, degraded_message, cluster_version_minor(cluster.cluster_version)
@@ -106,7 +106,9 @@ def _evidence(
     facts: ClusterFacts | None,
 ) -> BootImageDecision:
     """Opted-out and foreign-owned MachineSets still scale up: identify what they boot anyway."""
-    if decision.reason not in (Reason.NOT_ENROLLED, Reason.OWNED_BY_OTHER) or None in (obj, golden, facts):
+    if decision.kind != MACHINESET_KIND:
+        return decision
+    if decision.reason not in _IDENTIFIED_ANYWAY or None in (obj, golden, facts):
         return decision
     assert golden is not None and facts is not None
     return identify_boot_image(obj, golden, facts)
@@ -121,6 +123,24 @@ def _opted_out(
     return sorted(
         f"{d.namespace}/{d.name}" for d, _ in machines if d.kind == MACHINESET_KIND and d.reason == Reason.NOT_ENROLLED
     )
+
+
+# Machine API MachineSets judged by their own boot image although not planned: opted out, owned
+# by someone else, or the Machine API side of a migrated pool (the migration keeps its providerSpec
+# in step with the Cluster API side).
+_IDENTIFIED_ANYWAY = frozenset({Reason.NOT_ENROLLED, Reason.OWNED_BY_OTHER, Reason.NOT_AUTHORITATIVE})
+# Cluster API objects whose pool is judged elsewhere: not enrolled (CAPI is opt-in; the Machine
+# API twin, if any, speaks for it), not authoritative, or managed by a judged MachineDeployment.
+_CAPI_NOT_JUDGED = frozenset({Reason.NOT_ENROLLED, Reason.NOT_AUTHORITATIVE, Reason.OWNED_BY_MACHINE_DEPLOYMENT})
+
+
+def _judged(decision: BootImageDecision) -> bool:
+    """Whether this object's boot image counts for skew (SPEC section 5)."""
+    if _unmanaged(decision):
+        return False
+    if decision.kind == MACHINESET_KIND:
+        return True
+    return decision.kind in CAPI_KINDS and decision.reason not in _CAPI_NOT_JUDGED
 
 
 def _unmanaged(decision: BootImageDecision) -> bool:
