@@ -35,15 +35,16 @@ def pointer(path: JsonPath) -> str:
     return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in path)
 
 
-def owner_reference(holder_uid: str) -> dict[str, Any]:
+def owner_reference(holder_uid: str, controller: bool = True) -> dict[str, Any]:
     # controller=true so other controllers see the MachineSet is managed; blockOwnerDeletion=false so
     # the holder can never be blocked by a MachineSet, and we never need `update` on finalizers of ours.
+    # An object may have one controller only: a CAPI object its Cluster controls gets controller=false.
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "name": CLAIM_HOLDER_NAME,
         "uid": holder_uid,
-        "controller": True,
+        "controller": controller,
         "blockOwnerDeletion": False,
     }
 
@@ -124,7 +125,10 @@ def record_annotations(decision: BootImageDecision, hot_loop: HotLoopRecord, now
     record = {
         ANNOTATION_STREAM: decision.stream or "",
         ANNOTATION_UPDATED_AT: format_time(now),
-        ANNOTATION_PREVIOUS: json.dumps(decision.current, sort_keys=True, separators=(",", ":")),
+        # The boot image field's value before the patch (CAPI: the template's name), for rollback.
+        ANNOTATION_PREVIOUS: json.dumps(
+            decision.capi.old_name if decision.capi is not None else decision.current, sort_keys=True, separators=(",", ":")
+        ),
         ANNOTATION_HOT_LOOP: hot_loop.to_annotation(),
     }
     if decision.target_release:
@@ -151,7 +155,8 @@ def boot_image_patch(
 
 def claim_ops(meta: Mapping[str, Any], holder_uid: str) -> JsonPatch:
     refs = meta.get("ownerReferences")
-    ours = owner_reference(holder_uid)
+    controlled = any(r.get("controller") for r in refs or [] if not is_our_reference(r))
+    ours = owner_reference(holder_uid, controller=not controlled)
     if not refs:
         return [{"op": "add", "path": "/metadata/ownerReferences", "value": [ours]}]
     for i, ref in enumerate(refs):

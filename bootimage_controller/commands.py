@@ -20,18 +20,26 @@ async def _release_claims(args: argparse.Namespace) -> int:
     A running daemon claims again on its next patch: stop it (or opt the MachineSets out) first
     when the point is to hand the MachineSets over for good.
     """
-    from .controller import fresh_machines, release_all_claims
+    from .capi.discovery import discover_capi_version
+    from .constants import CAPI_NAMESPACE
+    from .controller import fresh_capi, fresh_machines, release_all_claims
     from .writer import MachineSetWriter
 
     api = await make_api_client(args.kubeconfig)
     try:
         custom = CustomObjectsApi(api)
-        writer = MachineSetWriter(custom, CoreV1Api(api))
-        if await release_all_claims(writer, lambda: fresh_machines(custom)):
-            print("released all claims; finalizer removed from the holder")
-            return 0
-        print("error: claims kept changing under us; run release-claims again")
-        return 1
+        version = await discover_capi_version(api)
+        # The Machine API's holder and the Cluster API's (each claims the objects of its namespace).
+        scopes = (
+            (MachineSetWriter(custom, CoreV1Api(api)), lambda: fresh_machines(custom)),
+            (MachineSetWriter(custom, CoreV1Api(api), CAPI_NAMESPACE), lambda: fresh_capi(custom, version)),
+        )
+        for writer, listing in scopes:
+            if not await release_all_claims(writer, listing):
+                print("error: claims kept changing under us; run release-claims again")
+                return 1
+        print("released all claims; finalizer removed from the holders")
+        return 0
     finally:
         await api.close()
 

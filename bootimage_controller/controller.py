@@ -24,20 +24,32 @@ from kubernetes_asyncio.client import CoreV1Api, CustomObjectsApi
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from . import observability as obs
+from .capi.planner import ROLLOUT_NOTE, plan_capi
+from .capi.resources import CapiObject, capi_kind_key
+from .capi.work import CapiWork
 from .claims import HotLoopRecord, hot_loop_check, hot_loop_key, is_our_reference, record_annotations
 from .cloud.facts import CloudFacts
 from .cluster import (
+    CAPI_READS,
     CLUSTER_READS,
     MACHINE_READS,
     NODE_READS,
+    TEMPLATE_READS,
     ClusterObjects,
     ClusterRead,
     provider_spec_platforms,
     upgrade_blocker,
+    with_capi_version,
 )
 from .constants import (
     ACTIONABLE_SKIPS,
     ANNOTATION_HOT_LOOP,
+    ANNOTATION_REPLACES,
+    CAPI_GROUP,
+    CAPI_KINDS,
+    CAPI_MACHINESET,
+    CAPI_NAMESPACE,
+    CAPI_VERSIONS,
     CLAIM_FINALIZER,
     CLAIM_HOLDER_NAME,
     CLAIM_HOLDER_NAMESPACE,
@@ -60,14 +72,14 @@ from .constants import (
     Action,
     Reason,
 )
-from .context import PlanningContext, planning_context
+from .context import ClusterFacts, PlanningContext, planning_context
 from .errors import BootImageControllerError
 from .kube.errors import ApiError
 from .kube.fence import NotLeader, UpgradeGateClosed, WriteRefused, write_preconditions
 from .kube.informer import Informer, ListWatch
 from .kube.workqueue import DONE, ReconcileResult
-from .model import BootImageDecision, MachineResource, Refusal
-from .planner import plan_machine
+from .model import BootImageDecision, MachineResource, Refusal, get_path
+from .planner import authoritative_api, plan_machine
 from .vsphere.ova import OvaError
 from .vsphere.refresh import Guard, RefreshOutcome
 from .vsphere.topology import TemplateRefresh
@@ -77,6 +89,7 @@ from .writer import Holder, MachineSetWriter, WriteResult, now_utc
 log = structlog.get_logger(__name__)
 
 STATUS_KEY = "@status"
+CAPI_HOLDER = "holder:capi"  # the informer of the Cluster API's claim holder
 CLAIMS_KEY = "@claims"
 MAX_CONFLICT_REPLANS = 5
 
@@ -200,12 +213,16 @@ class Controller:
         on_pass: Callable[[Controller], None] | None = None,
         cloud: CloudLookup | None = None,
         templates: TemplateRefreshHook | None = None,
+        capi_version: str = CAPI_VERSIONS[-1],
     ) -> None:
         self.options = options
         self.api_client = api_client
         self.custom = CustomObjectsApi(api_client)
         self.core = CoreV1Api(api_client)
         self.writer = MachineSetWriter(self.custom, self.core)
+        # The Cluster API's objects are claimed by a holder in their own namespace (docs/capi.md).
+        self.capi_writer = MachineSetWriter(self.custom, self.core, CAPI_NAMESPACE)
+        self.capi_version = capi_version
         self.is_leader = is_leader
         self.before_patch = before_patch
         self.on_pass = on_pass
@@ -227,11 +244,17 @@ class Controller:
 
     # ---- informers ------------------------------------------------------------------------------
     def _make_informers(self, api: Any) -> dict[str, Informer]:
-        informers = {read.role: Informer(_list_watch(api, read), absent_ok=read.group != "") for read in CLUSTER_READS}
+        reads = with_capi_version(CLUSTER_READS, self.capi_version)
+        informers = {read.role: Informer(_list_watch(api, read), absent_ok=read.group != "") for read in reads}
         informers["holder"] = Informer(ListWatch.config_maps(api, CLAIM_HOLDER_NAMESPACE, name=CLAIM_HOLDER_NAME))
-        for read in MACHINE_READS:
+        informers[CAPI_HOLDER] = Informer(ListWatch.config_maps(api, CAPI_NAMESPACE, name=CLAIM_HOLDER_NAME))
+        for read in (*MACHINE_READS, *CAPI_READS):
             informers[read.role].add_handler(
                 on_add=self._machine_added, on_update=self._machine_updated, on_delete=self._machine_deleted
+            )
+        for read in TEMPLATE_READS:
+            informers[read.role].add_handler(
+                on_add=self._template_changed, on_update=self._template_updated, on_delete=self._template_changed
             )
         for name in ("bootimages", "infrastructure", *(r.role for r in NODE_READS)):
             informers[name].add_handler(
@@ -243,9 +266,10 @@ class Controller:
         informers["clusterversion"].add_handler(
             on_add=self._cluster_changed, on_update=self._clusterversion_updated, on_delete=self._cluster_changed
         )
-        informers["holder"].add_handler(
-            on_add=self._holder_event, on_update=self._holder_updated, on_delete=self._holder_deleted
-        )
+        for holder in ("holder", CAPI_HOLDER):
+            informers[holder].add_handler(
+                on_add=self._holder_event, on_update=self._holder_updated, on_delete=self._holder_deleted
+            )
         return informers
 
     def bind_queue(self, enqueue: Callable[[str], None]) -> None:
@@ -269,8 +293,10 @@ class Controller:
     # ---- event handlers: what makes a key worth reconciling -------------------------------------------
     @staticmethod
     def machine_key(obj: Mapping[str, Any]) -> str:
+        """`<informer role>/<namespace>/<name>`: the role is the kind, `Kind.cluster.x-k8s.io` for CAPI."""
         meta = obj.get("metadata") or {}
-        return f"{obj.get('kind', MACHINESET_KIND)}/{meta.get('namespace', '')}/{meta.get('name', '')}"
+        role = capi_kind_key(obj) or obj.get("kind", MACHINESET_KIND)
+        return f"{role}/{meta.get('namespace', '')}/{meta.get('name', '')}"
 
     def _machine_added(self, obj: dict[str, Any]) -> None:
         self._platform_evidence_changed()
@@ -283,6 +309,21 @@ class Controller:
             if provider_spec_platforms([old]) != provider_spec_platforms([new]):
                 self._platform_evidence_changed()
             self._enqueue(self.machine_key(new))
+            if authoritative_api(old) != authoritative_api(new) and new.get("kind") == MACHINESET_KIND:
+                # A Machine API pool changed sides: its CAPI mirror's decision changes with it.
+                self._enqueue(f"{CAPI_MACHINESET}/{CAPI_NAMESPACE}/{(new.get('metadata') or {}).get('name', '')}")
+
+    def _template_changed(self, _obj: dict[str, Any]) -> None:
+        self._enqueue_capi()
+
+    def _template_updated(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+        if _rv(old) != _rv(new):
+            self._enqueue_capi()
+
+    def _enqueue_capi(self) -> None:
+        for read in CAPI_READS:
+            for obj in self.informers[read.role].list():
+                self._enqueue(self.machine_key(obj))
 
     def _platform_evidence_changed(self) -> None:
         # Without an Infrastructure platform the MachineSets' providerSpec kinds name it
@@ -333,7 +374,7 @@ class Controller:
         self.enqueue_all()
 
     def enqueue_all(self) -> None:
-        for kind in (MACHINESET_KIND, CPMS_KIND):
+        for kind in (MACHINESET_KIND, CPMS_KIND, *CAPI_KINDS):
             for obj in self.informers[kind].list():
                 self._enqueue(self.machine_key(obj))
         self._enqueue(STATUS_KEY)
@@ -433,11 +474,11 @@ class Controller:
     def unplanned(self) -> list[tuple[str, str, str]]:
         """(kind, namespace, name) of the cached MachineSets not reconciled yet (pending in a pass)."""
         out = []
-        for kind in (MACHINESET_KIND, CPMS_KIND):
+        for kind in (MACHINESET_KIND, CPMS_KIND, *CAPI_KINDS):
             for obj in self.informers[kind].list():
                 if self.machine_key(obj) not in self.states:
                     meta = obj.get("metadata") or {}
-                    out.append((str(obj.get("kind", kind)), str(meta.get("namespace", "")), str(meta.get("name", ""))))
+                    out.append((kind, str(meta.get("namespace", "")), str(meta.get("name", ""))))
         return out
 
     async def reconcile_object(self, key: str, obj: dict[str, Any]) -> None:
@@ -470,7 +511,7 @@ class Controller:
     async def plan(self, obj: dict[str, Any], ctx: PlanningContext) -> BootImageDecision:
         """Plan offline; where the cloud can confirm the target or identify the current image, ask it
         and plan again with its answers (rule 9: never patch to an image the cloud does not have)."""
-        decision = plan_machine(obj, ctx.golden, ctx.facts, ctx.enrollment)
+        decision = self._plan_offline(obj, ctx, ctx.facts)
         wants_cloud = decision.action is Action.PATCH or decision.reason == Reason.UNKNOWN_BOOT_IMAGE
         # vSphere: offline, every template is "unknown"; vCenter says what it holds.
         wants_cloud |= decision.reason == Reason.VCENTER_UNAVAILABLE and decision.template is not None
@@ -480,17 +521,41 @@ class Controller:
         if answer is None:
             return decision
         facts = replace(ctx.facts, cloud=answer[0], cloud_platforms=answer[1])
-        return plan_machine(obj, ctx.golden, facts, ctx.enrollment)
+        return self._plan_offline(obj, ctx, facts)
+
+    def _plan_offline(self, obj: dict[str, Any], ctx: PlanningContext, facts: ClusterFacts) -> BootImageDecision:
+        if capi_kind_key(obj) is None:
+            return plan_machine(obj, ctx.golden, facts, ctx.enrollment)
+        return plan_capi(obj, self._template_of(obj), ctx.golden, facts, ctx.enrollment,
+                         mapi_authority=self._mapi_authority(obj))
+
+    def _template_of(self, obj: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The infrastructure template a CAPI object names, from the watch cache."""
+        ref = get_path(obj, ("spec", "template", "spec", "infrastructureRef")) or {}
+        informer = self.informers.get(str(ref.get("kind"))) if isinstance(ref, Mapping) else None
+        if informer is None or not isinstance(ref.get("name"), str):
+            return None
+        return informer.get(f"{(obj.get('metadata') or {}).get('namespace', '')}/{ref['name']}")
+
+    def _mapi_authority(self, obj: Mapping[str, Any]) -> str | None:
+        """For a CAPI MachineSet: the authoritativeAPI of the Machine API MachineSet of the same
+        name ("" when it has none), None when there is no such MachineSet."""
+        if obj.get("kind") != MACHINESET_KIND:
+            return None
+        twin = self.informers[MACHINESET_KIND].get(f"{MAPI_NAMESPACE}/{(obj.get('metadata') or {}).get('name', '')}")
+        return None if twin is None else (authoritative_api(twin) or "")
 
     async def _act(
         self, key: str, obj: dict[str, Any], decision: BootImageDecision, ctx: PlanningContext
     ) -> MachineSetState:
-        if decision.action is Action.SKIP and decision.reason == Reason.NOT_ENROLLED:
-            # Opting out is also how an admin ends a hot loop: forget our counts with the claim.
+        if decision.action is Action.SKIP and decision.reason in (Reason.NOT_ENROLLED, Reason.NOT_AUTHORITATIVE):
+            # Opting out is also how an admin ends a hot loop: forget our counts (with the claim,
+            # when it left enrollment). A pool that moved to the other API starts afresh there.
             uid = str((obj.get("metadata") or {}).get("uid", ""))
             self._hot_loops.pop(uid, None)
-            await self._forget_kept_hot_loops([uid])
-            await self._release_if_claimed(obj, ctx)
+            await self._forget_kept_hot_loops([uid], self._writer_for(obj))
+            if decision.reason == Reason.NOT_ENROLLED:
+                await self._release_if_claimed(obj, ctx)
             return MachineSetState(decision)
         if decision.action is not Action.PATCH or self.options.dry_run or not self.is_leader():
             return MachineSetState(decision)
@@ -554,12 +619,23 @@ class Controller:
         if refusal is not None:
             raise refusal
 
+    def _writer_for(self, obj: Mapping[str, Any]) -> MachineSetWriter:
+        """The writer of the object's API: each claims with the holder in its own namespace."""
+        return self.capi_writer if capi_kind_key(obj) is not None else self.writer
+
+    def _holder_role(self, writer: MachineSetWriter) -> str:
+        return CAPI_HOLDER if writer is self.capi_writer else "holder"
+
     async def _patch_once(
         self, obj: dict[str, Any], decision: BootImageDecision
     ) -> tuple[MachineSetState, dict[str, Any] | None]:
-        resource = MachineResource.from_object(obj)
+        writer = self._writer_for(obj)
+        role = self._holder_role(writer)
+        resource: MachineResource | CapiObject = (
+            CapiObject.from_object(obj) if writer is self.capi_writer else MachineResource.from_object(obj)
+        )
         hot = hot_loop_check(
-            resource.annotations, decision, self._hot_loops.get(resource.uid), self._kept_hot_loop(resource.uid)
+            resource.annotations, decision, self._hot_loops.get(resource.uid), self._kept_hot_loop(resource.uid, role)
         )
         if hot is None:
             message = (
@@ -569,13 +645,17 @@ class Controller:
             )
             obs.PATCHES.labels(result="hot_loop").inc()
             return MachineSetState.failed(decision, Reason.HOT_LOOP, message), None
-        if self.before_patch is not None:
+        if self.before_patch is not None and isinstance(resource, MachineResource):
             refusal = await self.before_patch(resource)
             if refusal is not None:
                 obs.PATCHES.labels(result="blocked").inc()
                 return MachineSetState.failed(decision, refusal.reason, refusal.message), None
+        if decision.capi is not None:
+            # The new template first: the patch that points at it may only go once it exists.
+            with write_preconditions(self.upgrade_gate):
+                await writer.create_template(decision.capi.new_template)
         async with self.claims_gate.claiming():
-            holder = self._cached_holder() or await self.writer.ensure_holder()
+            holder = self._cached_holder(role) or await writer.ensure_holder()
             if holder.deleting:
                 # Claims are being released: not an error. This MachineSet is patched (and claimed
                 # under a new holder) once the old holder is gone (`_holder_deleted`).
@@ -585,33 +665,66 @@ class Controller:
                 # A repeat: some other writer reverted us. Count it where no writer of the
                 # MachineSet can erase it, before the patch goes (a crash between the two then
                 # over-counts by one, never under-counts).
-                await self.writer.keep_hot_loop({hot_loop_key(resource.uid): hot.to_annotation()})
+                await writer.keep_hot_loop({hot_loop_key(resource.uid): hot.to_annotation()})
             annotations = record_annotations(decision, hot, now_utc())
             with write_preconditions(self.upgrade_gate):
-                result = await self.writer.patch_boot_image(obj, decision, annotations, holder)
+                result = await writer.patch_boot_image(obj, decision, annotations, holder)
         obs.PATCHES.labels(result=result.value).inc()
         if result is WriteResult.APPLIED:
             self._hot_loops[resource.uid] = hot
             self._superseded[self.machine_key(obj)] = resource.resource_version
+            if decision.capi is not None:
+                await self._retire_template(decision.capi)
             return MachineSetState(decision, patched=True), None
         if result is WriteResult.CONFLICT:
-            fresh = await self.writer.get(resource.kind, resource.namespace, resource.name)
+            fresh = await self._read_fresh(writer, obj)
             if fresh is not None:
                 return MachineSetState(decision), fresh
             return MachineSetState(decision), None
         return MachineSetState(decision), None  # GONE: deleted meanwhile
 
-    def _holder_object(self) -> dict[str, Any] | None:
-        """The claim holder ConfigMap as the watch cache has it (None: there is none)."""
-        items = self.informers["holder"].list()
+    @staticmethod
+    async def _read_fresh(writer: MachineSetWriter, obj: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The object as the API server has it now (None: gone)."""
+        meta = obj.get("metadata") or {}
+        namespace, name = str(meta.get("namespace", "")), str(meta.get("name", ""))
+        capi = capi_kind_key(obj)
+        if capi is None:
+            return await writer.get(str(obj.get("kind", MACHINESET_KIND)), namespace, name)
+        return await writer.get(capi, namespace, name, str(obj.get("apiVersion") or "").partition("/")[2] or None)
+
+    async def _retire_template(self, work: CapiWork) -> None:
+        """After a successful CAPI update: the template two generations old (the one the previous
+        template replaced, when this controller wrote that one) goes, once nothing references it.
+        Exactly one previous template is kept, for rollback."""
+        old = self.informers[work.template_kind].get(f"{work.namespace}/{work.old_name}")
+        retire = ((old or {}).get("metadata") or {}).get("annotations", {}).get(ANNOTATION_REPLACES)
+        if not retire or retire in (work.old_name, work.new_name):
+            return
+        target = self.informers[work.template_kind].get(f"{work.namespace}/{retire}")
+        if target is None:
+            return
+        # A live list, not the cache: a reference written a moment ago must keep the template.
+        for obj in await fresh_capi(self.custom, self.capi_version):
+            ref = get_path(obj, ("spec", "template", "spec", "infrastructureRef")) or {}
+            if ref.get("kind") == work.template_kind and ref.get("name") == retire:
+                return
+        meta = target.get("metadata") or {}
+        with write_preconditions(self.upgrade_gate):
+            await self.capi_writer.delete_template(work.template_kind, str(target.get("apiVersion")), work.namespace,
+                                                   retire, str(meta.get("uid", "")))
+
+    def _holder_object(self, role: str = "holder") -> dict[str, Any] | None:
+        """A claim holder ConfigMap as the watch cache has it (None: there is none)."""
+        items = self.informers[role].list()
         return items[0] if items else None
 
-    def _kept_hot_loop(self, uid: str) -> HotLoopRecord | None:
+    def _kept_hot_loop(self, uid: str, role: str = "holder") -> HotLoopRecord | None:
         """The hot-loop count the claim holder keeps for this MachineSet (watch cache)."""
-        data = (self._holder_object() or {}).get("data") or {}
+        data = (self._holder_object(role) or {}).get("data") or {}
         return HotLoopRecord.from_annotation(data.get(hot_loop_key(uid)))
 
-    def _cached_holder(self) -> Holder | None:
+    def _cached_holder(self, role: str = "holder") -> Holder | None:
         """The holder as the watch cache has it, when usable as is: finalizer on, not being deleted.
 
         This saves a read per patch and is safe: the finalizer only goes in a release, which runs
@@ -619,18 +732,19 @@ class Controller:
         released with the rest (and when `release-claims` removed it by hand, `reconcile_claims`
         puts it back for claims written meanwhile). Anything else takes the live path.
         """
-        meta = (self._holder_object() or {}).get("metadata") or {}
+        meta = (self._holder_object(role) or {}).get("metadata") or {}
         if not meta.get("uid") or meta.get("deletionTimestamp") or CLAIM_FINALIZER not in (meta.get("finalizers") or []):
             return None
         return Holder(str(meta["uid"]), deleting=False)
 
-    async def _forget_kept_hot_loops(self, uids: list[str]) -> None:
+    async def _forget_kept_hot_loops(self, uids: list[str], writer: MachineSetWriter | None = None) -> None:
         """Drop the holder's counts for these MachineSets (opted out, or gone), if it has any."""
         if self.options.dry_run or not self.is_leader():
             return
-        stale = [uid for uid in uids if self._kept_hot_loop(uid) is not None]
+        writer = writer or self.writer
+        stale = [uid for uid in uids if self._kept_hot_loop(uid, self._holder_role(writer)) is not None]
         if stale:
-            await self.writer.keep_hot_loop(dict.fromkeys((hot_loop_key(uid) for uid in stale), None))
+            await writer.keep_hot_loop(dict.fromkeys((hot_loop_key(uid) for uid in stale), None))
 
     async def _release_if_claimed(self, obj: dict[str, Any], ctx: PlanningContext) -> None:
         """A MachineSet left enrollment: remove our owner reference (and nothing else)."""
@@ -639,15 +753,15 @@ class Controller:
         for _ in range(MAX_CONFLICT_REPLANS):
             if not _claimed(obj):
                 return
-            result = await self.writer.release(obj)  # ApiError: the key's result says it, retried
+            writer = self._writer_for(obj)
+            result = await writer.release(obj)  # ApiError: the key's result says it, retried
             if result in (WriteResult.APPLIED, WriteResult.GONE):
                 log.info("claim released", key=self.machine_key(obj), result=result.value)
                 self._enqueue(CLAIMS_KEY)
                 return
             # A conflict: the cache was stale or someone wrote meanwhile. Release only what is
             # still out of enrollment on a fresh read (a status-only change never re-queues us).
-            meta = obj.get("metadata") or {}
-            fresh = await self.writer.get(str(obj.get("kind", MACHINESET_KIND)), meta.get("namespace", ""), meta.get("name", ""))
+            fresh = await self._read_fresh(writer, obj)
             if fresh is None:
                 return
             obj = fresh
@@ -656,28 +770,41 @@ class Controller:
         raise ApiError(f"release claim on {self.machine_key(obj)}", 409, "Conflict", "kept conflicting with other writers")
 
     async def reconcile_claims(self) -> ReconcileResult:
-        """Holder being deleted: release every claim, then drop its finalizer. Otherwise make sure
-        the finalizer is there while any claim exists (someone may have removed it by hand)."""
+        """For each claim holder (the Machine API's, the Cluster API's): being deleted, release every
+        claim, then drop its finalizer. Otherwise make sure the finalizer is there while any claim
+        exists (someone may have removed it by hand)."""
         if self.options.dry_run or not self.is_leader():
             return DONE
-        holder = self._holder_object()
+        scopes = (
+            (self.writer, "holder", lambda: fresh_machines(self.custom), MACHINE_READS),
+            (self.capi_writer, CAPI_HOLDER, lambda: fresh_capi(self.custom, self.capi_version), CAPI_READS),
+        )
+        for writer, role, listing, reads in scopes:
+            result = await self._reconcile_holder(writer, role, listing, reads)
+            if result.error is not None:
+                return result
+        return DONE
+
+    async def _reconcile_holder(
+        self, writer: MachineSetWriter, role: str, listing: Callable[[], Awaitable[list[dict[str, Any]]]],
+        reads: tuple[ClusterRead, ...],
+    ) -> ReconcileResult:
+        holder = self._holder_object(role)
         if holder is None:
             return DONE
         meta = holder.get("metadata") or {}
         if meta.get("deletionTimestamp"):
             async with self.claims_gate.releasing():
-                if not await release_all_claims(self.writer, lambda: fresh_machines(self.custom)):
+                if not await release_all_claims(writer, listing):
                     return ReconcileResult(error="claims remain while the holder is being deleted; retrying")
-            log.info("every claim released; the claim holder can go")
+            log.info("every claim released; the claim holder can go", holder=role)
             return DONE
-        if CLAIM_FINALIZER not in (meta.get("finalizers") or []) and any(
-            _claimed(o) for o in await fresh_machines(self.custom)
-        ):
-            await self.writer.ensure_holder()  # restores the finalizer
+        if CLAIM_FINALIZER not in (meta.get("finalizers") or []) and any(_claimed(o) for o in await listing()):
+            await writer.ensure_holder()  # restores the finalizer
         # Hot-loop counts of MachineSets that are gone (their delete re-queued this key).
-        known = {str((o.get("metadata") or {}).get("uid", "")) for read in MACHINE_READS for o in self.informers[read.role].list()}
+        known = {str((o.get("metadata") or {}).get("uid", "")) for read in reads for o in self.informers[read.role].list()}
         kept = [k.removeprefix(HOT_LOOP_KEY_PREFIX) for k in (holder.get("data") or {}) if k.startswith(HOT_LOOP_KEY_PREFIX)]
-        await self._forget_kept_hot_loops([uid for uid in kept if uid not in known])
+        await self._forget_kept_hot_loops([uid for uid in kept if uid not in known], writer)
         return DONE
 
     def _emit_events(self, obj: dict[str, Any], previous: MachineSetState | None, state: MachineSetState) -> None:
@@ -717,7 +844,12 @@ def _event_for(previous: MachineSetState | None, state: MachineSetState) -> tupl
     failure or an actionable skip is new (the same outcome again says nothing new)."""
     d = state.decision
     if state.patched:
-        return EVENT_TYPE_NORMAL, EVENT_UPDATED, f"boot image updated to {d.target_release or d.target}"
+        message = f"boot image updated to {d.target_release or d.target}"
+        if d.capi is not None:
+            message += f" (infrastructure template {d.capi.old_name} -> {d.capi.new_name})"
+            if d.capi.rollout:
+                message += f"; a rollout follows: {ROLLOUT_NOTE}"
+        return EVENT_TYPE_NORMAL, EVENT_UPDATED, message
     if state.refreshed is not None and state.refreshed.result != "current":
         was = f" (was {state.refreshed.previous_release})" if state.refreshed.previous_release else ""
         verb = "replaced" if state.refreshed.result == "replaced" else "created"
@@ -753,6 +885,20 @@ async def fresh_machines(custom: Any) -> list[dict[str, Any]]:
     return list(ms.get("items", [])) + list(cp.get("items", []))
 
 
+async def fresh_capi(custom: Any, version: str) -> list[dict[str, Any]]:
+    """Live lists of the Cluster API's MachineSets and MachineDeployments (none without the CRDs)."""
+    out: list[dict[str, Any]] = []
+    for plural in CAPI_KINDS.values():
+        try:
+            found = await custom.list_namespaced_custom_object(CAPI_GROUP, version, CAPI_NAMESPACE, plural)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            continue
+        out.extend(found.get("items", []))
+    return out
+
+
 async def release_all_claims(
     writer: MachineSetWriter, list_machines: Callable[[], Awaitable[list[dict[str, Any]]]], attempts: int = 5
 ) -> bool:
@@ -774,12 +920,19 @@ def relevant_view(obj: Mapping[str, Any]) -> tuple[Any, ...]:
     meta = obj.get("metadata") or {}
     spec = obj.get("spec") or {}
     template = spec.get("template") or {}
+    if capi_kind_key(obj) is not None:
+        # The template it names, its failure domain, and (MachineDeployments) the rollout's progress.
+        inner = template.get("spec") or {}
+        rollout = (meta.get("generation"), obj.get("status"))
+        return (meta.get("labels"), meta.get("annotations"), meta.get("ownerReferences"),
+                inner.get("infrastructureRef"), inner.get("failureDomain"), template.get("metadata"), rollout)
     provider = (
         ((template.get("machines_v1beta1_machine_openshift_io") or {}).get("spec") or {}).get("providerSpec")
         if obj.get("kind") == CPMS_KIND
         else (template.get("spec") or {}).get("providerSpec")
     )
-    return (meta.get("labels"), meta.get("annotations"), meta.get("ownerReferences"), provider, template.get("metadata"))
+    return (meta.get("labels"), meta.get("annotations"), meta.get("ownerReferences"), provider, template.get("metadata"),
+            authoritative_api(obj))
 
 
 def _rv(obj: Mapping[str, Any]) -> Any:

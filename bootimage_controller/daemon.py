@@ -22,6 +22,7 @@ from . import observability as obs
 # The cloud and stub-Ignition modules import no SDK (each cloud SDK is imported only when its
 # credentials exist, see cloud.verifier); imported here, not in the first reconcile, they do not
 # delay the first patch.
+from .capi.discovery import discover_capi_version
 from .cloud.checks import CloudChecks
 from .cluster import control_plane_topology
 from .constants import (
@@ -104,6 +105,7 @@ async def _run(args: argparse.Namespace) -> int:
         on_pass=reporter,
         cloud=cloud,
         templates=vsphere.refresh,
+        capi_version=await discover_capi_version(api),
     )
     queue = WorkQueue("bootimage")
     pass_done = asyncio.Event()  # --once: the single pass is over

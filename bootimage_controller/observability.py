@@ -225,8 +225,9 @@ for _collector in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
 
 MACHINESETS = Gauge(
     METRIC_MACHINESETS,
-    "Machine resources by the action and reason of their latest boot image decision.",
-    ["action", "reason"],
+    "Machine resources by kind (MachineSet, ControlPlaneMachineSet, MachineSet.cluster.x-k8s.io, "
+    "MachineDeployment.cluster.x-k8s.io) and the action and reason of their latest boot image decision.",
+    ["kind", "action", "reason"],
     registry=REGISTRY,
 )
 PATCHES = Counter(

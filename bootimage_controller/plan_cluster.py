@@ -16,8 +16,8 @@ from typing import Any
 
 import structlog
 
-from .cluster import CLUSTER_READS, ClusterRead
-from .constants import MAPI_NAMESPACE, VSPHERE_CREDENTIALS_SECRET
+from .cluster import CLUSTER_READS, ClusterRead, with_capi_version
+from .constants import CAPI_VERSIONS, MAPI_NAMESPACE, VSPHERE_CREDENTIALS_SECRET
 from .plan_inputs import CLOUD_SECRET_NAMES, ClusterReadError, SourcedObject
 
 log = structlog.get_logger(__name__)
@@ -63,7 +63,9 @@ async def _fetch_cluster_objects(
         raise ClusterReadError(f"cannot load the Kubernetes configuration {kubeconfig or ''}: {exc}") from None
     async with api:
         core = client.CoreV1Api(api)
-        reads = _cluster_reads(client.CustomObjectsApi(api), core)
+        from .capi.discovery import discover_capi_version
+
+        reads = _cluster_reads(client.CustomObjectsApi(api), core, await discover_capi_version(api))
         if with_secrets:
             reads += [
                 _Read(f"Secret {name}", "v1", "Secret",
@@ -81,13 +83,14 @@ async def _fetch_cluster_objects(
     return [obj for group in results if isinstance(group, list) for obj in group]
 
 
-def _cluster_reads(co: Any, core: Any) -> list[_Read]:
+def _cluster_reads(co: Any, core: Any, capi_version: str = CAPI_VERSIONS[-1]) -> list[_Read]:
     """One read per row of `cluster.CLUSTER_READS`, the table the daemon's informers come from.
 
     Raw responses (`_preload_content=False`): the objects exactly as the API server sent them,
     unknown fields included, with no typed model to reject or rename anything.
     """
-    return [_Read(_what(r), r.api_version, r.kind, _read_call(co, core, r), is_list=r.name is None) for r in CLUSTER_READS]
+    reads = with_capi_version(CLUSTER_READS, capi_version)
+    return [_Read(_what(r), r.api_version, r.kind, _read_call(co, core, r), is_list=r.name is None) for r in reads]
 
 
 def _what(read: ClusterRead) -> str:

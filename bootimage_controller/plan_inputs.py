@@ -30,10 +30,13 @@ from .constants import (
     AWS_CREDENTIALS_SECRET,
     AZURE_CREDENTIALS_SECRET,
     BOOTIMAGES_CONFIGMAP,
+    CAPI_GROUP,
     CLUSTERVERSION_NAME,
     CONFIG_GROUP,
     CPMS_KIND,
     GCP_CREDENTIALS_SECRET,
+    INFRA_TEMPLATES,
+    INFRASTRUCTURE_GROUP,
     INFRASTRUCTURE_NAME,
     MACHINE_API_GROUP,
     MACHINECONFIGURATION_KIND,
@@ -51,7 +54,7 @@ from .context import PlanningContext, planning_context
 from .errors import BootImageControllerError, InputError
 from .golden import GoldenBootImages
 from .model import BootImageDecision, get_path
-from .planner import plan_all
+from .planner import authoritative_api, plan_all
 from .skew.assess import assess_skew
 from .skew.verdict import SkewLimits, SkewVerdict
 
@@ -323,6 +326,8 @@ class PlanInputs:
     nodes: tuple[SourcedObject, ...] = ()
     secrets: Mapping[str, SourcedObject] = field(default_factory=dict)  # platform -> its credentials Secret
     ignored: int = 0
+    capi: tuple[SourcedObject, ...] = ()  # Cluster API MachineSets and MachineDeployments
+    templates: Mapping[tuple[str, str, str], SourcedObject] = field(default_factory=dict)  # (kind, ns, name)
 
 
 def classify(objects: Iterable[SourcedObject]) -> PlanInputs:
@@ -336,11 +341,17 @@ def classify(objects: Iterable[SourcedObject]) -> PlanInputs:
     nodes: list[SourcedObject] = []
     singles: dict[str, SourcedObject] = {}
     secrets: dict[str, SourcedObject] = {}
+    capi: list[SourcedObject] = []
+    templates: dict[tuple[str, str, str], SourcedObject] = {}
     ignored = 0
     for obj in unique.values():
         role = _role(obj)
         if role == "machine":
             machines.append(obj)
+        elif role == "capi":
+            capi.append(obj)
+        elif role == "template":
+            templates[(obj.kind, obj.namespace, obj.name)] = obj
         elif role == "node":
             nodes.append(obj)
         elif role is not None and role.startswith("secret:"):
@@ -359,6 +370,8 @@ def classify(objects: Iterable[SourcedObject]) -> PlanInputs:
         nodes=tuple(sorted(nodes, key=lambda o: o.name)),
         secrets=secrets,
         ignored=ignored,
+        capi=tuple(sorted(capi, key=lambda o: (o.kind, o.namespace, o.name))),
+        templates=templates,
     )
 
 
@@ -368,6 +381,10 @@ def _role(obj: SourcedObject) -> str | None:
         return "machine"
     if group == "" and kind == "Node":
         return "node"
+    if group == CAPI_GROUP and kind in ("MachineSet", "MachineDeployment"):
+        return "capi"
+    if group == INFRASTRUCTURE_GROUP and kind in INFRA_TEMPLATES:
+        return "template"
     if group == "" and kind == "Secret" and namespace == MAPI_NAMESPACE:
         if name == VSPHERE_CREDENTIALS_SECRET:
             return f"secret:{Platform.VSPHERE}"
@@ -469,10 +486,25 @@ def run_planner(prepared: PreparedPlan) -> list[BootImageDecision]:
     machines = prepared.inputs.machines
     ctx = prepared.context
     decisions = plan_all([m.obj for m in machines], ctx.golden, ctx.facts, ctx.enrollment)
+    decisions += [_plan_capi(prepared, c) for c in prepared.inputs.capi]
     return [
         replace(d, message=f"{m.source}: {d.message}") if d.reason == Reason.INVALID_OBJECT else d
-        for m, d in zip(machines, decisions, strict=True)
+        for m, d in zip((*machines, *prepared.inputs.capi), decisions, strict=True)
     ]
+
+
+def _plan_capi(prepared: PreparedPlan, item: SourcedObject) -> BootImageDecision:
+    """A Cluster API object, with the template it names and its Machine API twin from the inputs."""
+    from .capi.planner import plan_capi
+
+    ctx, inputs = prepared.context, prepared.inputs
+    ref = get_path(item.obj, ("spec", "template", "spec", "infrastructureRef")) or {}
+    found = inputs.templates.get((str(ref.get("kind")), item.namespace, str(ref.get("name")))) if isinstance(ref, Mapping) else None
+    authority = None
+    if item.kind == MACHINESET_KIND:
+        twin = next((m for m in inputs.machines if m.kind == MACHINESET_KIND and m.name == item.name), None)
+        authority = None if twin is None else (authoritative_api(twin.obj) or "")
+    return plan_capi(item.obj, found.obj if found else None, ctx.golden, ctx.facts, ctx.enrollment, mapi_authority=authority)
 
 
 # ---- skew --------------------------------------------------------------------------------------

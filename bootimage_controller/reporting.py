@@ -166,14 +166,15 @@ class PassReporter:
         return patch
 
     def _metrics(self, states: list[MachineSetState]) -> None:
-        counts: dict[tuple[str, str], int] = {}
+        counts: dict[tuple[str, str, str], int] = {}
         for s in states:
             action = "error" if s.error else str(s.decision.action)
             reason = (s.error_reason or Reason.PATCH_FAILED) if s.error else s.decision.reason
-            counts[(action, str(reason))] = counts.get((action, str(reason)), 0) + 1
+            key = (s.decision.kind, action, str(reason))
+            counts[key] = counts.get(key, 0) + 1
         obs.MACHINESETS.clear()
-        for (action, reason), n in counts.items():
-            obs.MACHINESETS.labels(action=action, reason=reason).set(n)
+        for (kind, action, reason), n in counts.items():
+            obs.MACHINESETS.labels(kind=kind, action=action, reason=reason).set(n)
 
 
 def _pass_result(states: list[MachineSetState]) -> PassResult | None:

@@ -15,6 +15,8 @@ from typing import Any
 import structlog
 from kubernetes_asyncio.client import CoreV1Api, CustomObjectsApi
 
+from .capi.discovery import discover_capi_version
+from .capi.resources import INFRA_REF_NAME_PATH, CapiObject, capi_kind_key
 from .claims import boot_image_patch
 from .constants import (
     ANNOTATION_BOOT_IMAGE_UPDATES,
@@ -22,6 +24,8 @@ from .constants import (
     ANNOTATION_RELEASE,
     ANNOTATION_UPDATED_AT,
     BOOT_IMAGE_UPDATES_DISABLED,
+    CAPI_MACHINESET,
+    CAPI_NAMESPACE,
     CLAIM_HOLDER_NAME,
     CLAIM_HOLDER_NAMESPACE,
     MACHINESET_KIND,
@@ -29,7 +33,7 @@ from .constants import (
 from .errors import InputError
 from .kube.errors import ApiError
 from .kube.times import format_time
-from .model import FieldChange, JsonPath, MachineResource, get_path
+from .model import FieldChange, JsonPath, MachineResource, dotted, get_path
 from .writer import MachineSetWriter, WriteResult
 
 log = structlog.get_logger(__name__)
@@ -47,7 +51,9 @@ def parse_dotted(path: str) -> JsonPath:
 
 def rollback_changes(obj: dict[str, Any], field: str) -> tuple[list[FieldChange], Any]:
     """The change restoring the previous value, and that value. Raises InputError when impossible."""
-    resource = MachineResource.from_object(obj)
+    resource: MachineResource | CapiObject = (
+        CapiObject.from_object(obj) if capi_kind_key(obj) is not None else MachineResource.from_object(obj)
+    )
     raw = resource.annotations.get(ANNOTATION_PREVIOUS)
     if not raw:
         raise InputError(resource.display, f"metadata.annotations[{ANNOTATION_PREVIOUS!r}]", "no previous boot image recorded")
@@ -65,13 +71,19 @@ def rollback_changes(obj: dict[str, Any], field: str) -> tuple[list[FieldChange]
 
 
 async def rollback_machineset(api: Any, namespace: str, name: str, *, dry_run: bool = False) -> int:
+    """A Machine API MachineSet, or (namespace openshift-cluster-api) a Cluster API MachineSet:
+    there the boot image field is `infrastructureRef.name`, pointed back at the previous template."""
     custom, core = CustomObjectsApi(api), CoreV1Api(api)
-    writer = MachineSetWriter(custom, core)
-    obj = await writer.get(MACHINESET_KIND, namespace, name)
+    capi = namespace == CAPI_NAMESPACE
+    writer = MachineSetWriter(custom, core, CAPI_NAMESPACE if capi else CLAIM_HOLDER_NAMESPACE)
+    if capi:
+        obj = await writer.get(CAPI_MACHINESET, namespace, name, await discover_capi_version(api))
+    else:
+        obj = await writer.get(MACHINESET_KIND, namespace, name)
     if obj is None:
         print(f"error: MachineSet {namespace}/{name} not found")
         return 1
-    field = _boot_image_field(obj)
+    field = dotted(INFRA_REF_NAME_PATH) if capi else _boot_image_field(obj)
     try:
         changes, previous = rollback_changes(obj, field)
     except InputError as exc:
@@ -87,7 +99,7 @@ async def rollback_machineset(api: Any, namespace: str, name: str, *, dry_run: b
     if holder.deleting:
         # A claim now would point at a holder about to go, and the garbage collector would then
         # delete the MachineSet. The daemon is releasing every claim; roll back once it is done.
-        print(f"error: the claim holder {CLAIM_HOLDER_NAMESPACE}/{CLAIM_HOLDER_NAME} is being deleted; run rollback again once it is gone")
+        print(f"error: the claim holder {writer.holder_namespace}/{CLAIM_HOLDER_NAME} is being deleted; run rollback again once it is gone")
         return 1
     annotations = {
         ANNOTATION_PREVIOUS: json.dumps(changes[0].old, sort_keys=True, separators=(",", ":")),

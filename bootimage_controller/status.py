@@ -34,6 +34,11 @@ import structlog
 from . import __version__
 from .constants import (
     BOOTIMAGES_CONFIGMAP,
+    CAPI_KINDS,
+    CAPI_MACHINEDEPLOYMENT,
+    CAPI_MACHINEDEPLOYMENTS_LABEL,
+    CAPI_MACHINESET,
+    CAPI_MACHINESETS_LABEL,
     CO_AVAILABLE,
     CO_DEGRADED,
     CO_PROGRESSING,
@@ -286,14 +291,23 @@ class PassSummary:
     machinesets: KindSummary = field(default_factory=lambda: KindSummary(MAPI_MACHINESETS_LABEL))
     control_plane: KindSummary = field(default_factory=lambda: KindSummary(CPMS_LABEL))
     problem: PassProblem | None = None
+    # Cluster API kinds: in the messages only when the cluster has some enrolled.
+    capi_machinesets: KindSummary = field(default_factory=lambda: KindSummary(CAPI_MACHINESETS_LABEL))
+    capi_machinedeployments: KindSummary = field(default_factory=lambda: KindSummary(CAPI_MACHINEDEPLOYMENTS_LABEL))
 
     @classmethod
     def from_outcomes(cls, outcomes: Iterable[Outcome], problem: PassProblem | None = None) -> PassSummary:
         items = list(outcomes)
         return cls(
-            machinesets=KindSummary.count(MAPI_MACHINESETS_LABEL, (o for o in items if o.kind != CPMS_KIND)),
+            machinesets=KindSummary.count(
+                MAPI_MACHINESETS_LABEL, (o for o in items if o.kind not in (CPMS_KIND, *CAPI_KINDS))
+            ),
             control_plane=KindSummary.count(CPMS_LABEL, (o for o in items if o.kind == CPMS_KIND)),
             problem=problem,
+            capi_machinesets=KindSummary.count(CAPI_MACHINESETS_LABEL, (o for o in items if o.kind == CAPI_MACHINESET)),
+            capi_machinedeployments=KindSummary.count(
+                CAPI_MACHINEDEPLOYMENTS_LABEL, (o for o in items if o.kind == CAPI_MACHINEDEPLOYMENT)
+            ),
         )
 
     @classmethod
@@ -302,8 +316,9 @@ class PassSummary:
         return cls(problem=PassProblem(str(reason), message, degrading))
 
     @property
-    def kinds(self) -> tuple[KindSummary, KindSummary]:
-        return (self.machinesets, self.control_plane)
+    def kinds(self) -> tuple[KindSummary, ...]:
+        capi = tuple(k for k in (self.capi_machinesets, self.capi_machinedeployments) if k.total)
+        return (self.machinesets, self.control_plane, *capi)
 
     @property
     def pending(self) -> int:
@@ -312,7 +327,7 @@ class PassSummary:
     @property
     def errors(self) -> tuple[str, ...]:
         problem = (self.problem.message,) if self.problem is not None and self.problem.degrading else ()
-        return problem + self.machinesets.errors + self.control_plane.errors
+        return problem + tuple(e for k in self.kinds for e in k.errors)
 
     @property
     def degraded(self) -> bool:

@@ -26,12 +26,17 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from .claims import JsonPatch, boot_image_patch, release_patch
 from .constants import (
+    CAPI_GROUP,
+    CAPI_KINDS,
+    CAPI_MACHINEDEPLOYMENT_PLURAL,
+    CAPI_VERSIONS,
     CLAIM_FINALIZER,
     CLAIM_HOLDER_NAME,
     CLAIM_HOLDER_NAMESPACE,
     CPMS_KIND,
     CPMS_PLURAL,
     CPMS_VERSION,
+    INFRA_TEMPLATES,
     JSON_PATCH,
     MACHINE_API_GROUP,
     MACHINESET_PLURAL,
@@ -62,11 +67,16 @@ class Holder:
 
 
 class MachineSetWriter:
-    def __init__(self, custom: CustomObjectsApi, core: CoreV1Api) -> None:
+    """Writes to the machine objects of one namespace and its claim holder (an owner reference
+    must name an object in its dependent's namespace: the Machine API's holder lives in
+    openshift-machine-api, the Cluster API's in openshift-cluster-api)."""
+
+    def __init__(self, custom: CustomObjectsApi, core: CoreV1Api, holder_namespace: str = CLAIM_HOLDER_NAMESPACE) -> None:
         # Typed as Any: kubernetes_asyncio's signatures omit `_content_type`, which every patch
         # here must pass (its default for a list body is right, for a dict body it is not).
         self.custom: Any = custom
         self.core: Any = core
+        self.holder_namespace = holder_namespace
         self.writes = 0  # every MachineSet write attempted, for tests and benchmarks
 
     # ---- the claim holder -----------------------------------------------------------------
@@ -80,7 +90,7 @@ class MachineSetWriter:
         for _ in range(HOLDER_ATTEMPTS):
             try:
                 cm = await with_retries(
-                    lambda: self.core.read_namespaced_config_map(CLAIM_HOLDER_NAME, CLAIM_HOLDER_NAMESPACE),
+                    lambda: self.core.read_namespaced_config_map(CLAIM_HOLDER_NAME, self.holder_namespace),
                     what="get claim holder",
                 )
             except ApiException as exc:
@@ -115,7 +125,7 @@ class MachineSetWriter:
             "kind": "ConfigMap",
             "metadata": {
                 "name": CLAIM_HOLDER_NAME,
-                "namespace": CLAIM_HOLDER_NAMESPACE,
+                "namespace": self.holder_namespace,
                 "finalizers": [CLAIM_FINALIZER],
                 "labels": {"app.kubernetes.io/name": "bootimage-controller"},
                 "annotations": {
@@ -127,7 +137,7 @@ class MachineSetWriter:
         }
         try:
             cm = await with_retries(
-                lambda: self.core.create_namespaced_config_map(CLAIM_HOLDER_NAMESPACE, body),
+                lambda: self.core.create_namespaced_config_map(self.holder_namespace, body),
                 what="create claim holder",
             )
         except ApiException as exc:
@@ -140,7 +150,7 @@ class MachineSetWriter:
     async def _patch_holder(self, ops: JsonPatch) -> None:
         await with_retries(
             lambda: self.core.patch_namespaced_config_map(
-                CLAIM_HOLDER_NAME, CLAIM_HOLDER_NAMESPACE, ops, _content_type=JSON_PATCH
+                CLAIM_HOLDER_NAME, self.holder_namespace, ops, _content_type=JSON_PATCH
             ),
             what="patch claim holder",
         )
@@ -150,7 +160,7 @@ class MachineSetWriter:
         those keys only, so concurrent workers writing other MachineSets' keys never collide."""
         await with_retries(
             lambda: self.core.patch_namespaced_config_map(
-                CLAIM_HOLDER_NAME, CLAIM_HOLDER_NAMESPACE, {"data": dict(entries)}, _content_type=MERGE_PATCH
+                CLAIM_HOLDER_NAME, self.holder_namespace, {"data": dict(entries)}, _content_type=MERGE_PATCH
             ),
             what="patch claim holder hot-loop counts",
         )
@@ -158,7 +168,7 @@ class MachineSetWriter:
     async def remove_holder_finalizer(self) -> bool:
         """Drop our finalizer (the caller has checked no MachineSet refers to the holder)."""
         try:
-            cm = await self.core.read_namespaced_config_map(CLAIM_HOLDER_NAME, CLAIM_HOLDER_NAMESPACE)
+            cm = await self.core.read_namespaced_config_map(CLAIM_HOLDER_NAME, self.holder_namespace)
         except ApiException as exc:
             if exc.status == 404:
                 return True
@@ -196,16 +206,14 @@ class MachineSetWriter:
     async def _patch(self, obj: Mapping[str, Any], ops: JsonPatch, what: str) -> WriteResult:
         meta = obj.get("metadata") or {}
         name, namespace = meta.get("name"), meta.get("namespace")
-        version, plural = (
-            (CPMS_VERSION, CPMS_PLURAL) if obj.get("kind") == CPMS_KIND else (MACHINESET_VERSION, MACHINESET_PLURAL)
-        )
+        group, version, plural = machine_resource(obj)
         self.writes += 1
         try:
             await with_retries(
                 # The answer is not read: the watch brings the new version to the cache.
                 lambda: send_and_discard(
                     self.custom.patch_namespaced_custom_object(
-                        MACHINE_API_GROUP, version, namespace, plural, name, ops,
+                        group, version, namespace, plural, name, ops,
                         _content_type=JSON_PATCH, _preload_content=False,
                     )
                 ),
@@ -225,11 +233,12 @@ class MachineSetWriter:
             raise error from None
         return WriteResult.APPLIED
 
-    async def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
-        version, plural = (CPMS_VERSION, CPMS_PLURAL) if kind == CPMS_KIND else (MACHINESET_VERSION, MACHINESET_PLURAL)
+    async def get(self, kind: str, namespace: str, name: str, version: str | None = None) -> dict[str, Any] | None:
+        """`kind`: MachineSet, ControlPlaneMachineSet or a CAPI kind key (`version`: its version)."""
+        group, default_version, plural = _resource_for_kind(kind)
         try:
             obj: dict[str, Any] = await with_retries(
-                lambda: self.custom.get_namespaced_custom_object(MACHINE_API_GROUP, version, namespace, plural, name),
+                lambda: self.custom.get_namespaced_custom_object(group, version or default_version, namespace, plural, name),
                 what=f"get {namespace}/{name}",
             )
         except ApiException as exc:
@@ -237,6 +246,76 @@ class MachineSetWriter:
                 return None
             raise
         return obj
+
+
+    # ---- CAPI infrastructure templates ---------------------------------------------------------
+    async def create_template(self, body: Mapping[str, Any]) -> None:
+        """Create a template written by the CAPI planner. Its name comes from its content: one that
+        exists already with the same spec is the same template (a retry, another replica)."""
+        group, _, version = str(body.get("apiVersion")).partition("/")
+        kind = str(body.get("kind"))
+        plural = INFRA_TEMPLATES[kind][1]
+        meta = body.get("metadata") or {}
+        namespace, name = str(meta.get("namespace")), str(meta.get("name"))
+        self.writes += 1
+        try:
+            await with_retries(
+                lambda: send_and_discard(self.custom.create_namespaced_custom_object(
+                    group, version, namespace, plural, dict(body), _preload_content=False)),
+                what=f"create {kind} {namespace}/{name}",
+            )
+            log.info("infrastructure template created", kind=kind, namespace=namespace, name=name)
+            return
+        except ApiException as exc:
+            if exc.status != 409:
+                raise ApiError.from_exception(f"create {kind} {namespace}/{name}", exc) from None
+        existing = await with_retries(
+            lambda: self.custom.get_namespaced_custom_object(group, version, namespace, plural, name),
+            what=f"get {kind} {namespace}/{name}",
+        )
+        want = ((body.get("spec") or {}).get("template") or {}).get("spec")
+        have = ((existing.get("spec") or {}).get("template") or {}).get("spec")
+        if want != have:
+            raise ApiError(f"create {kind} {namespace}/{name}", 409, "AlreadyExists",
+                           "a template of that name exists with another spec; not using it")
+
+    async def delete_template(self, kind: str, api_version: str, namespace: str, name: str, uid: str) -> bool:
+        """Delete one template, only the one with this uid (a precondition). False when gone already."""
+        group, _, version = api_version.partition("/")
+        body = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}}
+        self.writes += 1
+        try:
+            await with_retries(
+                lambda: self.custom.delete_namespaced_custom_object(
+                    group, version, namespace, INFRA_TEMPLATES[kind][1], name, body=body),
+                what=f"delete {kind} {namespace}/{name}",
+            )
+        except ApiException as exc:
+            if exc.status in (404, 409):  # gone, or another object of that name now
+                return False
+            raise ApiError.from_exception(f"delete {kind} {namespace}/{name}", exc) from None
+        log.info("infrastructure template deleted", kind=kind, namespace=namespace, name=name)
+        return True
+
+
+def machine_resource(obj: Mapping[str, Any]) -> tuple[str, str, str]:
+    """(group, version, plural) of a MachineSet, ControlPlaneMachineSet or CAPI object."""
+    api_version = str(obj.get("apiVersion") or "")
+    group, _, version = api_version.partition("/")
+    if group == CAPI_GROUP:
+        plural = CAPI_MACHINEDEPLOYMENT_PLURAL if obj.get("kind") == "MachineDeployment" else MACHINESET_PLURAL
+        return CAPI_GROUP, version, plural
+    if obj.get("kind") == CPMS_KIND:
+        return MACHINE_API_GROUP, CPMS_VERSION, CPMS_PLURAL
+    return MACHINE_API_GROUP, MACHINESET_VERSION, MACHINESET_PLURAL
+
+
+def _resource_for_kind(kind: str) -> tuple[str, str, str]:
+    if kind in CAPI_KINDS:
+        return CAPI_GROUP, CAPI_VERSIONS[-1], CAPI_KINDS[kind]
+    if kind == CPMS_KIND:
+        return MACHINE_API_GROUP, CPMS_VERSION, CPMS_PLURAL
+    return MACHINE_API_GROUP, MACHINESET_VERSION, MACHINESET_PLURAL
 
 
 def now_utc() -> datetime:

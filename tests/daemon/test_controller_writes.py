@@ -170,7 +170,7 @@ async def test_the_fourth_write_is_a_typed_hot_loop(api: ApiClient) -> None:
     reporter(ctl)
     assert reporter.summary.degraded
     assert reporter.summary.errors[0].startswith(f"MachineSet openshift-machine-api/ms: {Reason.HOT_LOOP}: ")
-    assert sample("bootimage_controller_machinesets", action="error", reason="HotLoop") == 1
+    assert sample("bootimage_controller_machinesets", kind="MachineSet", action="error", reason="HotLoop") == 1
 
 
 def target_fingerprint_for(ctl: Controller) -> str:

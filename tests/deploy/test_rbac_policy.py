@@ -17,6 +17,9 @@ from bootimage_controller.constants import (
     AWS_CREDENTIALS_SECRET,
     AZURE_CREDENTIALS_SECRET,
     BOOTIMAGES_CONFIGMAP,
+    CAPI_GROUP,
+    CAPI_KINDS,
+    CAPI_NAMESPACE,
     CLAIM_HOLDER_NAME,
     CLUSTEROPERATOR_PLURAL,
     CLUSTERVERSION_NAME,
@@ -26,6 +29,8 @@ from bootimage_controller.constants import (
     CPMS_PLURAL,
     DEFAULT_CLUSTER_OPERATOR,
     GCP_CREDENTIALS_SECRET,
+    INFRA_TEMPLATES,
+    INFRASTRUCTURE_GROUP,
     INFRASTRUCTURE_NAME,
     INFRASTRUCTURE_PLURAL,
     LEASE_NAME,
@@ -36,6 +41,7 @@ from bootimage_controller.constants import (
     MAPI_NAMESPACE,
     MCO_NAMESPACE,
     OPERATOR_GROUP,
+    VSPHERE_CREDENTIALS_SECRET,
 )
 
 from .manifests import (
@@ -108,6 +114,18 @@ CONTROLLER_REQUESTS = [
         for s in (AWS_CREDENTIALS_SECRET, GCP_CREDENTIALS_SECRET, AZURE_CREDENTIALS_SECRET)
     ),
     *(_req(v, SECRETS, MAPI_NAMESPACE, s) for s in USER_DATA for v in ("get", "patch")),
+    _req("get", SECRETS, MAPI_NAMESPACE, VSPHERE_CREDENTIALS_SECRET),
+    # Cluster API (docs/capi.md): informers, re-reads, patches; templates created and retired;
+    # the Cluster API's own claim holder; Events on its objects.
+    *(_req(v, (CAPI_GROUP, p), CAPI_NAMESPACE) for p in CAPI_KINDS.values() for v in ("list", "watch")),
+    *(_req(v, (CAPI_GROUP, p), CAPI_NAMESPACE, "workers") for p in CAPI_KINDS.values() for v in ("get", "patch")),
+    *(_req(v, (INFRASTRUCTURE_GROUP, plural), CAPI_NAMESPACE) for _, plural in INFRA_TEMPLATES.values()
+      for v in ("list", "watch", "create")),
+    *(_req(v, (INFRASTRUCTURE_GROUP, plural), CAPI_NAMESPACE, "t0") for _, plural in INFRA_TEMPLATES.values()
+      for v in ("get", "delete")),
+    *(_req(v, CM, CAPI_NAMESPACE, CLAIM_HOLDER_NAME) for v in ("list", "watch", "get", "patch")),
+    _req("create", CM, CAPI_NAMESPACE),
+    *(_req(v, ("", "events"), CAPI_NAMESPACE) for v in ("create", "patch")),
 ]
 
 # Requests the controller must never be able to make.
@@ -115,6 +133,11 @@ CONTROLLER_DENIED = [
     *(_req(v, MS, MAPI_NAMESPACE, "worker-us-east-1a") for v in ("delete", "update")),
     _req("create", MS, MAPI_NAMESPACE),
     _req("deletecollection", MS, MAPI_NAMESPACE),
+    # Cluster API: objects never created, deleted or updated; templates never updated or patched.
+    *(_req(v, (CAPI_GROUP, p), CAPI_NAMESPACE, "workers") for p in CAPI_KINDS.values() for v in ("delete", "update")),
+    _req("create", (CAPI_GROUP, MACHINESET_PLURAL), CAPI_NAMESPACE),
+    *(_req(v, (INFRASTRUCTURE_GROUP, "awsmachinetemplates"), CAPI_NAMESPACE, "t0") for v in ("update", "patch")),
+    _req("list", SECRETS, CAPI_NAMESPACE),
     _req("get", MS, "default", "worker-us-east-1a"),
     _req("patch", (MACHINE_API_GROUP, f"{MACHINESET_PLURAL}/scale"), MAPI_NAMESPACE, "worker-us-east-1a"),
     _req("patch", CPMS, MAPI_NAMESPACE, "other"),
@@ -247,4 +270,4 @@ def test_namespaced_rights_are_granted_by_role_bindings_in_their_namespace(contr
         for rule in grant.rules:
             assert not set(rule.resources) & {"secrets", "configmaps", "leases", "events"}, grant.role.id
     where = {g.namespace for g in controller}
-    assert where == {None, MAPI_NAMESPACE, MCO_NAMESPACE}
+    assert where == {None, MAPI_NAMESPACE, MCO_NAMESPACE, CAPI_NAMESPACE}

@@ -111,7 +111,7 @@ def test_rest_client_body_logging_stays_off_at_debug(restore_logging: None) -> N
 
 
 def test_every_spec_metric_is_registered() -> None:
-    obs.MACHINESETS.labels(action="patch", reason="BootImageOutdated").set(2)
+    obs.MACHINESETS.labels(kind="MachineSet", action="patch", reason="BootImageOutdated").set(2)
     obs.PATCHES.labels(result="success").inc()
     obs.RECONCILE_DURATION.observe(0.3)
     obs.API_REQUESTS.labels(verb="get", resource="configmaps", code="200").inc()
@@ -119,7 +119,7 @@ def test_every_spec_metric_is_registered() -> None:
     obs.SKEW_ENFORCEMENT_NONE.set(0)
     obs.set_cluster_boot_image("9.6.20251212-1", "MachineSetRecord")
     get = REGISTRY.get_sample_value
-    assert get("bootimage_controller_machinesets", {"action": "patch", "reason": "BootImageOutdated"}) == 2
+    assert get("bootimage_controller_machinesets", {"kind": "MachineSet", "action": "patch", "reason": "BootImageOutdated"}) == 2
     assert (get("bootimage_controller_patches_total", {"result": "success"}) or 0) >= 1
     assert (get("bootimage_controller_reconcile_duration_seconds_count") or 0) >= 1
     assert get("bootimage_controller_skew_upgradeable") == 1

@@ -106,6 +106,21 @@ def test_progressing_is_true_while_patches_are_pending() -> None:
     assert cond.message == "Reconciled 1 of 2 MAPI MachineSets | Reconciled 1 of 1 ControlPlaneMachineSets"
 
 
+def test_capi_objects_are_counted_apart_and_only_when_there_are_some() -> None:
+    outcomes = [
+        outcome(Result.RECONCILED, "a"),
+        outcome(Result.RECONCILED, "c1", "MachineSet.cluster.x-k8s.io"),
+        outcome(Result.ERRORED, "c2", "MachineSet.cluster.x-k8s.io", message="boom"),
+        outcome(Result.PENDING, "d", "MachineDeployment.cluster.x-k8s.io"),
+    ]
+    summary = PassSummary.from_outcomes(outcomes)
+    assert summary.progress_message() == (
+        "Reconciled 1 of 1 MAPI MachineSets | Reconciled 0 of 0 ControlPlaneMachineSets | "
+        "Reconciled 1 of 2 CAPI MachineSets | Reconciled 0 of 1 CAPI MachineDeployments"
+    )
+    assert summary.degraded and "1 Degraded CAPI MachineSets" in summary.degraded_message()
+
+
 def test_errored_machinesets_do_not_keep_progressing_true() -> None:
     summary = PassSummary.from_outcomes(
         [outcome(Result.ERRORED, "a", message="boom"), outcome(Result.RECONCILED, "b")]

@@ -1,0 +1,279 @@
+"""Cluster API MachineSets and MachineDeployments on the loopback kube-apiserver (issue 16).
+
+The CRDs are the project's (manifests/crds), the garbage collector runs: every test checks that it
+deleted nothing of ours.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from capi.objects import capi_object, managers, template
+from harness.cluster import TestCluster
+from harness.objects import (
+    apply,
+    bootimages_configmap,
+    cluster_version,
+    get_object,
+    infrastructure,
+    kube_request,
+    machine_configuration,
+)
+from harness.objects import machineset_from_fixture as ms_fixture
+
+from bootimage_controller import daemon
+from bootimage_controller.constants import (
+    ANNOTATION_PREVIOUS,
+    ANNOTATION_RELEASE,
+    ANNOTATION_REPLACES,
+    CAPI_NAMESPACE,
+    CLAIM_HOLDER_NAME,
+)
+
+from .daemon_helpers import list_machinesets, run_args, user_data_secret
+
+pytestmark = pytest.mark.integration
+
+AWS_416 = "ami-05483066c3caaccf5"  # 4.16 us-east-1
+AWS_422 = "ami-06a6b025350ff1e23"  # cm-4.22 us-east-1
+NEXT_AMI = "ami-0f00000000000000a"  # "the next release" (a modified 4.22 stream)
+CAPI = f"/apis/cluster.x-k8s.io/v1beta1/namespaces/{CAPI_NAMESPACE}"
+INFRA = f"/apis/infrastructure.cluster.x-k8s.io/{{version}}/namespaces/{CAPI_NAMESPACE}/{{plural}}"
+
+
+async def make_cluster(kube_api: Any) -> dict[str, Any]:
+    """The CAPI `Cluster` everything is owned by (it must exist, or the collector takes them)."""
+    obj = {"apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Cluster",
+           "metadata": {"name": "mycluster-7xk2p", "namespace": CAPI_NAMESPACE}, "spec": {}}
+    await apply(kube_api, obj)
+    found = await get_object(kube_api, obj)
+    assert found is not None
+    return {"apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Cluster", "name": "mycluster-7xk2p",
+            "uid": found["metadata"]["uid"]}
+
+
+async def arrange(kube_api: Any, platform: str, *resources: str, golden: dict[str, Any] | None = None) -> dict[str, Any]:
+    await apply(kube_api, infrastructure(platform, region="us-east-1" if platform == "AWS" else None))
+    await apply(kube_api, cluster_version())
+    mc = machine_configuration()
+    mc["spec"].update(managers(*resources))
+    await apply(kube_api, mc)
+    await apply(kube_api, golden or bootimages_configmap("coreos-bootimages-4.22-multistream.yaml"))
+    await apply(kube_api, user_data_secret())
+    return await make_cluster(kube_api)
+
+
+async def once(kube_cluster: TestCluster) -> int:
+    return await daemon._run(run_args(kube_cluster.kubeconfig, "--once", "--no-leader-elect"))
+
+
+async def capi_items(kube_api: Any, plural: str) -> dict[str, dict[str, Any]]:
+    doc = await kube_request(kube_api, "GET", f"{CAPI}/{plural}")
+    return {i["metadata"]["name"]: i for i in doc["items"]}
+
+
+async def templates(kube_api: Any, plural: str = "awsmachinetemplates", version: str = "v1beta2") -> dict[str, dict[str, Any]]:
+    doc = await kube_request(kube_api, "GET", INFRA.format(version=version, plural=plural))
+    return {i["metadata"]["name"]: i for i in doc["items"]}
+
+
+def ref_name(obj: dict[str, Any]) -> str:
+    return str(obj["spec"]["template"]["spec"]["infrastructureRef"]["name"])
+
+
+def next_release_golden() -> dict[str, Any]:
+    cm = bootimages_configmap("coreos-bootimages-4.22-multistream.yaml")
+    stream = json.loads(cm["data"]["stream"])
+    stream["architectures"]["x86_64"]["images"]["aws"]["regions"]["us-east-1"]["image"] = NEXT_AMI
+    cm["data"]["stream"] = json.dumps(stream)
+    return cm
+
+
+async def settle_collector(kube_cluster: TestCluster) -> None:
+    """Give the garbage collector a moment on what the pass wrote (it acts within a second)."""
+    import asyncio
+
+    await asyncio.to_thread(kube_cluster.wait_for_garbage_collector)
+    await asyncio.sleep(2)
+
+
+async def test_a_stale_aws_machineset_gets_a_new_template_and_old_ones_go_two_updates_later(
+    kube_cluster: TestCluster, kube_api: Any
+) -> None:
+    cluster = await arrange(kube_api, "AWS", "machinesets")
+    await apply(kube_api, template("AWSMachineTemplate", "workers-t0", {"ami": {"id": AWS_416}, "instanceType": "m6i.xlarge"},
+                                   owners=[cluster]))
+    await apply(kube_api, capi_object("MachineSet", "workers", "AWSMachineTemplate", "workers-t0", owners=[cluster]))
+    t0 = (await templates(kube_api))["workers-t0"]
+
+    assert await once(kube_cluster) == 0
+    ms = (await capi_items(kube_api, "machinesets"))["workers"]
+    t1_name = ref_name(ms)
+    found = await templates(kube_api)
+    assert set(found) == {"workers-t0", t1_name}
+    t1 = found[t1_name]
+    assert t1["spec"]["template"]["spec"] == {"ami": {"id": AWS_422}, "instanceType": "m6i.xlarge"}
+    assert t1["metadata"]["ownerReferences"] == t0["metadata"]["ownerReferences"]
+    assert found["workers-t0"]["metadata"]["resourceVersion"] == t0["metadata"]["resourceVersion"], "old template untouched"
+    annotations = ms["metadata"]["annotations"]
+    assert annotations[ANNOTATION_RELEASE] and json.loads(annotations[ANNOTATION_PREVIOUS]) == "workers-t0"
+    claims = [r for r in ms["metadata"]["ownerReferences"] if r["kind"] == "ConfigMap"]
+    assert [r["name"] for r in claims] == [CLAIM_HOLDER_NAME]
+    holder = await kube_request(kube_api, "GET", f"/api/v1/namespaces/{CAPI_NAMESPACE}/configmaps/{CLAIM_HOLDER_NAME}")
+    assert claims[0]["uid"] == holder["metadata"]["uid"], "claimed by the holder in the MachineSet's own namespace"
+
+    assert await once(kube_cluster) == 0
+    again = (await capi_items(kube_api, "machinesets"))["workers"]
+    assert again["metadata"]["resourceVersion"] == ms["metadata"]["resourceVersion"], "second pass writes nothing"
+    assert set(await templates(kube_api)) == {"workers-t0", t1_name}
+
+    await apply(kube_api, next_release_golden())
+    assert await once(kube_cluster) == 0
+    ms = (await capi_items(kube_api, "machinesets"))["workers"]
+    t2_name = ref_name(ms)
+    found = await templates(kube_api)
+    assert set(found) == {t1_name, t2_name}, "two generations old deleted, the previous kept for rollback"
+    assert found[t2_name]["spec"]["template"]["spec"]["ami"] == {"id": NEXT_AMI}
+    assert found[t2_name]["metadata"]["annotations"][ANNOTATION_REPLACES] == t1_name
+
+    await settle_collector(kube_cluster)
+    assert "workers" in await capi_items(kube_api, "machinesets")
+    assert set(await templates(kube_api)) == {t1_name, t2_name}, "the garbage collector deleted nothing of ours"
+
+    # rollback NAME points the MachineSet back at the previous template.
+    from bootimage_controller.cli import main
+
+    code = await _run_cli(main, "rollback", "workers", "-n", CAPI_NAMESPACE, "--kubeconfig", str(kube_cluster.kubeconfig))
+    assert code == 0
+    assert ref_name((await capi_items(kube_api, "machinesets"))["workers"]) == t1_name
+
+
+async def _run_cli(main: Any, *argv: str) -> int:
+    import asyncio
+
+    return int(await asyncio.to_thread(main, list(argv)))
+
+
+@pytest.mark.parametrize(
+    ("platform", "kind", "plural", "spec", "field"),
+    [
+        ("GCP", "GCPMachineTemplate", "gcpmachinetemplates",
+         {"image": "projects/rhcos-cloud/global/images/rhcos-416-94-202405291527-0-gcp-x86-64", "instanceType": "n2-standard-4"},
+         "image"),
+        ("Azure", "AzureMachineTemplate", "azuremachinetemplates",
+         {"image": {"marketplace": {"publisher": "azureopenshift", "offer": "aro4", "sku": "aro_419", "version": "419.6.20250101",
+                                    "thirdPartyImage": False}}, "vmSize": "Standard_D4s_v3"},
+         "image"),
+    ],
+)
+async def test_gcp_and_azure_templates_are_replaced_the_same_way(
+    kube_cluster: TestCluster, kube_api: Any, platform: str, kind: str, plural: str, spec: dict[str, Any], field: str
+) -> None:
+    cluster = await arrange(kube_api, platform, "machinesets")
+    await apply(kube_api, template(kind, "t0", spec, owners=[cluster]))
+    await apply(kube_api, capi_object("MachineSet", "workers", kind, "t0", owners=[cluster], failure_domain="us-central1-a"))
+    assert await once(kube_cluster) == 0
+    ms = (await capi_items(kube_api, "machinesets"))["workers"]
+    new = (await templates(kube_api, plural, "v1beta1"))[ref_name(ms)]
+    changed = new["spec"]["template"]["spec"]
+    assert {k: v for k, v in changed.items() if k != field} == {k: v for k, v in spec.items() if k != field}
+    assert changed[field] != spec[field]
+    await settle_collector(kube_cluster)
+    assert len(await templates(kube_api, plural, "v1beta1")) == 2
+
+
+async def test_machinedeployments_are_patched_only_when_enrolled_and_their_machinesets_never(
+    kube_cluster: TestCluster, kube_api: Any
+) -> None:
+    cluster = await arrange(kube_api, "AWS", "machinesets")
+    await apply(kube_api, template("AWSMachineTemplate", "t0", {"ami": {"id": AWS_416}}, owners=[cluster]))
+    md = capi_object("MachineDeployment", "pool", "AWSMachineTemplate", "t0", owners=[cluster])
+    await apply(kube_api, md)
+    md_uid = (await capi_items(kube_api, "machinedeployments"))["pool"]["metadata"]["uid"]
+    owned = capi_object("MachineSet", "pool-abc12", "AWSMachineTemplate", "t0", owners=[
+        cluster, {"apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "MachineDeployment", "name": "pool", "uid": md_uid,
+                  "controller": True}])
+    await apply(kube_api, owned)
+    before = await capi_items(kube_api, "machinesets")
+
+    assert await once(kube_cluster) == 0
+    assert ref_name((await capi_items(kube_api, "machinedeployments"))["pool"]) == "t0", "not enrolled: not patched"
+
+    mc = machine_configuration()
+    mc["spec"].update(managers("machinesets", "machinedeployments"))
+    await apply(kube_api, mc)
+    assert await once(kube_cluster) == 0
+    patched = (await capi_items(kube_api, "machinedeployments"))["pool"]
+    assert ref_name(patched) != "t0"
+    events = await kube_request(kube_api, "GET", f"/api/v1/namespaces/{CAPI_NAMESPACE}/events")
+    messages = [e["message"] for e in events["items"] if e["involvedObject"]["name"] == "pool"]
+    assert any("rolls out new Machines" in m or "rollout" in m for m in messages), messages
+    after = await capi_items(kube_api, "machinesets")
+    assert after["pool-abc12"]["metadata"]["resourceVersion"] == before["pool-abc12"]["metadata"]["resourceVersion"]
+
+    assert await once(kube_cluster) == 0
+    assert (await capi_items(kube_api, "machinedeployments"))["pool"]["metadata"]["resourceVersion"] == \
+        patched["metadata"]["resourceVersion"], "patched once"
+
+
+async def test_a_migrated_pool_is_written_on_its_authoritative_side_only(kube_cluster: TestCluster, kube_api: Any) -> None:
+    cluster = await arrange(kube_api, "AWS", "machinesets")
+    mapi = ms_fixture("aws-x86_64-us-east-1a-4.16.yaml", "workers")
+    await apply(kube_api, mapi)
+    await kube_request(kube_api, "PATCH",
+                       "/apis/machine.openshift.io/v1beta1/namespaces/openshift-machine-api/machinesets/workers/status",
+                       {"status": {"authoritativeAPI": "ClusterAPI"}}, content_type="application/merge-patch+json")
+    await apply(kube_api, template("AWSMachineTemplate", "t0", {"ami": {"id": AWS_416}}, owners=[cluster]))
+    await apply(kube_api, capi_object("MachineSet", "workers", "AWSMachineTemplate", "t0", owners=[cluster]))
+    mapi_before = (await list_machinesets(kube_api))["workers"]
+
+    assert await once(kube_cluster) == 0
+    assert (await list_machinesets(kube_api))["workers"]["metadata"]["resourceVersion"] == \
+        mapi_before["metadata"]["resourceVersion"], "the Machine API side is not authoritative: untouched"
+    assert ref_name((await capi_items(kube_api, "machinesets"))["workers"]) != "t0", "the CAPI mirror is updated"
+
+
+async def test_an_owner_other_than_the_cluster_keeps_the_controller_away(kube_cluster: TestCluster, kube_api: Any) -> None:
+    cluster = await arrange(kube_api, "AWS", "machinesets")
+    await apply(kube_api, template("AWSMachineTemplate", "t0", {"ami": {"id": AWS_416}}, owners=[cluster]))
+    holder = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "pool-owner", "namespace": CAPI_NAMESPACE}}
+    await apply(kube_api, holder)
+    found = await get_object(kube_api, holder)
+    assert found is not None
+    other = {"apiVersion": "v1", "kind": "ConfigMap", "name": "pool-owner", "uid": found["metadata"]["uid"]}
+    await apply(kube_api, capi_object("MachineSet", "foreign", "AWSMachineTemplate", "t0", owners=[cluster, other]))
+    # A Cluster that controls the object: our claim then cannot be a second controller.
+    controlled = {**cluster, "controller": True}
+    await apply(kube_api, capi_object("MachineSet", "controlled", "AWSMachineTemplate", "t0", owners=[controlled]))
+    before = await capi_items(kube_api, "machinesets")
+    assert await once(kube_cluster) == 0
+    after = await capi_items(kube_api, "machinesets")
+    assert after["foreign"]["metadata"]["resourceVersion"] == before["foreign"]["metadata"]["resourceVersion"]
+    claim = [r for r in after["controlled"]["metadata"]["ownerReferences"] if r["kind"] == "ConfigMap"]
+    assert ref_name(after["controlled"]) != "t0" and claim and claim[0]["controller"] is False
+
+
+async def test_plan_reads_capi_objects_and_templates_from_files(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    import yaml
+
+    docs = [
+        infrastructure("AWS", region="us-east-1"),
+        {**machine_configuration(), "spec": managers("machinesets")},
+        bootimages_configmap("coreos-bootimages-4.22-multistream.yaml"),
+        template("AWSMachineTemplate", "t0", {"ami": {"id": AWS_416}}),
+        capi_object("MachineSet", "workers", "AWSMachineTemplate", "t0"),
+    ]
+    (tmp_path / "cluster.yaml").write_text(yaml.safe_dump_all(docs))
+    result = subprocess.run([sys.executable, "-m", "bootimage_controller", "plan", str(tmp_path), "-o", "json"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    row = json.loads(result.stdout)["machineSets"][0]
+    assert (row["kind"], row["action"], row["field"]) == ("MachineSet.cluster.x-k8s.io", "patch", "spec.template.spec.ami")
+    assert row["current"] == {"template": "AWSMachineTemplate/t0", "image": {"id": AWS_416}}
+    assert row["target"]["image"] == {"id": AWS_422} and row["target"]["template"].startswith("AWSMachineTemplate/t0-bic-")
