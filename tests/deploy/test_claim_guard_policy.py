@@ -14,7 +14,7 @@ import pytest
 from harness.objects import machineset_from_fixture
 
 from bootimage_controller.claims import owner_reference
-from bootimage_controller.constants import CLAIM_FINALIZER, CLAIM_HOLDER_NAME, MAPI_NAMESPACE
+from bootimage_controller.constants import CAPI_NAMESPACE, CLAIM_FINALIZER, CLAIM_HOLDER_NAME, MAPI_NAMESPACE
 
 from .manifests import MANIFESTS, Manifest, default_set, load_file
 
@@ -58,13 +58,17 @@ def claimed(kind: str = "MachineSet", *, ours: bool = True, others: bool = False
         ms["metadata"]["ownerReferences"] = refs
     if kind == "ControlPlaneMachineSet":
         ms["apiVersion"], ms["kind"], ms["metadata"]["name"] = "machine.openshift.io/v1", kind, "cluster"
+    if kind in ("CAPIMachineSet", "MachineDeployment"):
+        ms["apiVersion"], ms["kind"] = "cluster.x-k8s.io/v1beta1", kind.removeprefix("CAPI")
+        ms["metadata"]["namespace"] = CAPI_NAMESPACE
     return ms
 
 
 def delete_request(obj: Mapping[str, Any], user: Mapping[str, Any], *, options: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """An AdmissionRequest for a DELETE, as kube-apiserver builds it (object null, oldObject stored)."""
     group, _, version = str(obj["apiVersion"]).rpartition("/")
-    plural = {"ConfigMap": "configmaps", "MachineSet": "machinesets", "ControlPlaneMachineSet": "controlplanemachinesets"}
+    plural = {"ConfigMap": "configmaps", "MachineSet": "machinesets", "ControlPlaneMachineSet": "controlplanemachinesets",
+              "MachineDeployment": "machinedeployments"}
     meta = obj["metadata"]
     return {
         "uid": "3f6c9f1e-0000-4000-8000-000000000001",
@@ -147,10 +151,16 @@ def test_other_configmaps_and_namespaces_are_not_matched() -> None:
     assert admitted(delete_request(elsewhere, ADMIN), elsewhere)[0]
 
 
+def test_the_cluster_apis_holder_is_guarded_too() -> None:
+    capi_holder = holder(namespace=CAPI_NAMESPACE)
+    ok, why = admitted(delete_request(capi_holder, ADMIN, options=FOREGROUND), capi_holder)
+    assert not ok and "release-claims" in why[0]
+
+
 # ---- the garbage collector ---------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("kind", ["MachineSet", "ControlPlaneMachineSet"])
+@pytest.mark.parametrize("kind", ["MachineSet", "ControlPlaneMachineSet", "CAPIMachineSet", "MachineDeployment"])
 def test_the_garbage_collector_cannot_delete_a_claimed_machineset(kind: str) -> None:
     for ms in (claimed(kind), claimed(kind, others=True)):
         ok, why = admitted(delete_request(ms, GARBAGE_COLLECTOR), ms)
@@ -191,7 +201,8 @@ def test_each_policy_is_bound_to_deny_and_matches_exactly_its_resources() -> Non
     assert rules == {
         "bootimage-controller-claim-holder": [(("",), ("DELETE",), ("configmaps",), (CLAIM_HOLDER_NAME,))],
         "bootimage-controller-claimed-machinesets": [
-            (("machine.openshift.io",), ("DELETE",), ("machinesets", "controlplanemachinesets"), ())
+            (("machine.openshift.io",), ("DELETE",), ("machinesets", "controlplanemachinesets"), ()),
+            (("cluster.x-k8s.io",), ("DELETE",), ("machinesets", "machinedeployments"), ()),
         ],
     }
 
