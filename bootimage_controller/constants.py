@@ -340,6 +340,7 @@ METRIC_CLUSTER_BOOT_IMAGE: Final = "bootimage_controller_cluster_boot_image"  # 
 # Not in the SPEC's list: an addition, for dashboards and the benchmark's "settled" signal.
 METRIC_EVENTS_PENDING: Final = "bootimage_controller_events_pending"
 METRIC_LEADER: Final = "bootimage_controller_leader"
+METRIC_RECONCILE_ERRORS: Final = "bootimage_controller_reconcile_errors"  # _total appended
 # vSphere template refreshes (docs/vsphere.md)
 METRIC_OVA_DOWNLOADS: Final = "bootimage_controller_vsphere_ova_downloads"  # _total appended
 METRIC_OVA_DOWNLOAD_BYTES: Final = "bootimage_controller_vsphere_ova_download_bytes"  # _total appended

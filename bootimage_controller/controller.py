@@ -425,6 +425,12 @@ class Controller:
     # ---- reconcile ------------------------------------------------------------------------------------
     async def reconcile(self, key: str) -> ReconcileResult:
         """Reconcile one key. Expected failures come back as a result, never as an exception."""
+        result = await self._reconcile_guarded(key)
+        if result.error is not None:
+            obs.RECONCILE_ERRORS.labels(reason=result.reason or "Unknown").inc()
+        return result
+
+    async def _reconcile_guarded(self, key: str) -> ReconcileResult:
         try:
             return await self._reconcile(key)
         except NotLeader as exc:
@@ -433,7 +439,7 @@ class Controller:
             return DONE
         except (ApiError, ApiException) as exc:
             error = exc if isinstance(exc, ApiError) else ApiError.from_exception(key, exc)
-            return ReconcileResult(error=f"{error.what}: {error.describe()}")
+            return ReconcileResult(error=f"{error.what}: {error.describe()}", reason=error.reason or f"HTTP{error.status}")
 
     async def _reconcile(self, key: str) -> ReconcileResult:
         if key == STATUS_KEY:
@@ -459,7 +465,7 @@ class Controller:
             self._report()
         state = self.states.get(key)
         if state is not None and state.error is not None and state.error_reason in RETRIED_FAILURES:
-            return ReconcileResult(error=state.error_text)  # retried with backoff
+            return ReconcileResult(error=state.error_text, reason=str(state.error_reason))  # retried with backoff
         return DONE
 
     def _report(self) -> None:
@@ -796,7 +802,8 @@ class Controller:
         if meta.get("deletionTimestamp"):
             async with self.claims_gate.releasing():
                 if not await release_all_claims(writer, listing):
-                    return ReconcileResult(error="claims remain while the holder is being deleted; retrying")
+                    return ReconcileResult(error="claims remain while the holder is being deleted; retrying",
+                                           reason="ClaimsRemain")
             log.info("every claim released; the claim holder can go", holder=role)
             return DONE
         if CLAIM_FINALIZER not in (meta.get("finalizers") or []) and any(_claimed(o) for o in await listing()):

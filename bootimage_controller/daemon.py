@@ -107,7 +107,9 @@ async def _run(args: argparse.Namespace) -> int:
         templates=vsphere.refresh,
         capi_version=await discover_capi_version(api),
     )
-    queue = WorkQueue("bootimage")
+    queue_metrics = obs.QueueMetrics("bootimage")
+    queue = WorkQueue("bootimage", metrics=queue_metrics)
+    queue_metrics.watch(lambda: len(queue), queue.unfinished_seconds)
     pass_done = asyncio.Event()  # --once: the single pass is over
     if not args.dry_run:
         # Normal events wait while MachineSets are queued or being reconciled (see EventLane).

@@ -46,6 +46,7 @@ from .constants import (
     METRIC_OVA_DOWNLOADS,
     METRIC_PATCHES,
     METRIC_RECONCILE_DURATION,
+    METRIC_RECONCILE_ERRORS,
     METRIC_SKEW_NONE,
     METRIC_SKEW_UPGRADEABLE,
     METRIC_TEMPLATE_IMPORT_DURATION,
@@ -302,6 +303,70 @@ CLUSTER_BOOT_IMAGE = Info(
     "The cluster boot image that skew enforcement judged, and which rule found it.",
     registry=REGISTRY,
 )
+
+
+RECONCILE_ERRORS = Counter(
+    METRIC_RECONCILE_ERRORS,
+    "Reconciles that failed and are retried with backoff, by reason (an API reason such as Forbidden "
+    "or Conflict, or a decision reason such as PatchFailed).",
+    ["reason"],
+    registry=REGISTRY,
+)
+
+# The work queue, with controller-runtime's names (and its `name` label), so the dashboards and
+# alerts written for every other controller work here too.
+_QUEUE_BUCKETS = (1e-4, 1e-3, 0.01, 0.1, 1.0, 10.0, 100.0, 1000.0)
+WORKQUEUE_DEPTH = Gauge("workqueue_depth", "Current depth of workqueue", ["name"], registry=REGISTRY)
+WORKQUEUE_ADDS = Counter("workqueue_adds", "Total number of adds handled by workqueue", ["name"], registry=REGISTRY)
+WORKQUEUE_RETRIES = Counter("workqueue_retries", "Total number of retries handled by workqueue", ["name"], registry=REGISTRY)
+WORKQUEUE_QUEUE_DURATION = Histogram(
+    "workqueue_queue_duration_seconds", "How long in seconds an item stays in workqueue before being requested",
+    ["name"], buckets=_QUEUE_BUCKETS, registry=REGISTRY,
+)
+WORKQUEUE_WORK_DURATION = Histogram(
+    "workqueue_work_duration_seconds", "How long in seconds processing an item from workqueue takes",
+    ["name"], buckets=_QUEUE_BUCKETS, registry=REGISTRY,
+)
+WORKQUEUE_UNFINISHED = Gauge(
+    "workqueue_unfinished_work_seconds",
+    "How many seconds of work has been done that is in progress and hasn't been observed by work_duration. "
+    "Large values indicate stuck threads.",
+    ["name"], registry=REGISTRY,
+)
+WORKQUEUE_LONGEST = Gauge(
+    "workqueue_longest_running_processor_seconds",
+    "How many seconds has the longest running processor for workqueue been running.",
+    ["name"], registry=REGISTRY,
+)
+
+
+class QueueMetrics:
+    """`kube.workqueue.QueueMetrics` on the metrics above, for the queue called `name`."""
+
+    def __init__(self, name: str) -> None:
+        self._adds = WORKQUEUE_ADDS.labels(name=name)
+        self._retries = WORKQUEUE_RETRIES.labels(name=name)
+        self._waits = WORKQUEUE_QUEUE_DURATION.labels(name=name)
+        self._works = WORKQUEUE_WORK_DURATION.labels(name=name)
+        self.name = name
+
+    def watch(self, depth: Callable[[], int], unfinished: Callable[[], tuple[float, float]]) -> None:
+        """Read the depth and the work in progress at scrape time (no bookkeeping on every add)."""
+        WORKQUEUE_DEPTH.labels(name=self.name).set_function(lambda: float(depth()))
+        WORKQUEUE_UNFINISHED.labels(name=self.name).set_function(lambda: unfinished()[0])
+        WORKQUEUE_LONGEST.labels(name=self.name).set_function(lambda: unfinished()[1])
+
+    def added(self) -> None:
+        self._adds.inc()
+
+    def retried(self) -> None:
+        self._retries.inc()
+
+    def waited(self, seconds: float) -> None:
+        self._waits.observe(seconds)
+
+    def worked(self, seconds: float) -> None:
+        self._works.observe(seconds)
 
 
 def set_cluster_boot_image(release: str, source: str) -> None:

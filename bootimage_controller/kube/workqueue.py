@@ -104,18 +104,39 @@ def default_rate_limiter(
     )
 
 
+class QueueMetrics(Protocol):
+    """What a queue reports (client-go's `workqueue.MetricsProvider`; observability implements it)."""
+
+    def added(self) -> None: ...
+    def retried(self) -> None: ...
+    def waited(self, seconds: float) -> None: ...  # queued -> handed to a worker
+    def worked(self, seconds: float) -> None: ...  # handed to a worker -> done
+
+
 class WorkQueue:
     """De-duplicating, rate-limited queue of string keys for one event loop."""
 
-    def __init__(self, name: str = "", rate_limiter: RateLimiter | None = None) -> None:
+    def __init__(
+        self, name: str = "", rate_limiter: RateLimiter | None = None, metrics: QueueMetrics | None = None
+    ) -> None:
         self.name = name
         self.rate_limiter: RateLimiter = rate_limiter or default_rate_limiter()
+        self.metrics = metrics
         self._queue: deque[str] = deque()
         self._dirty: set[str] = set()
         self._processing: set[str] = set()
         self._waiting: dict[str, tuple[float, asyncio.TimerHandle]] = {}
         self._shutting_down = False
         self._wakeup = asyncio.Event()
+        self._queued_at: dict[str, float] = {}
+        self._started_at: dict[str, float] = {}
+
+    def unfinished_seconds(self) -> tuple[float, float]:
+        """(sum, longest) of how long the keys being processed have been at it (client-go's
+        unfinished_work_seconds and longest_running_processor_seconds: a stuck worker shows)."""
+        now = time.monotonic()
+        ages = [now - t for t in self._started_at.values()]
+        return sum(ages), max(ages, default=0.0)
 
     def __len__(self) -> int:
         return len(self._queue)
@@ -133,6 +154,9 @@ class WorkQueue:
         if self._shutting_down or key in self._dirty:
             return
         self._dirty.add(key)
+        if self.metrics is not None:
+            self.metrics.added()
+        self._queued_at.setdefault(key, time.monotonic())
         if key in self._processing:
             return  # done(key) queues it again
         self._queue.append(key)
@@ -162,6 +186,8 @@ class WorkQueue:
     def add_rate_limited(self, key: str) -> float:
         """Re-add `key` after its backoff; returns the delay chosen."""
         delay = self.rate_limiter.when(key)
+        if self.metrics is not None:
+            self.metrics.retried()
         self.add_after(key, delay)
         return delay
 
@@ -182,11 +208,19 @@ class WorkQueue:
         key = self._queue.popleft()
         self._processing.add(key)
         self._dirty.discard(key)
+        now = time.monotonic()
+        queued = self._queued_at.pop(key, now)
+        self._started_at[key] = now
+        if self.metrics is not None:
+            self.metrics.waited(now - queued)
         return key
 
     def done(self, key: str) -> None:
         """Processing of `key` finished; if it was added meanwhile, queue it again."""
         self._processing.discard(key)
+        started = self._started_at.pop(key, None)
+        if self.metrics is not None and started is not None:
+            self.metrics.worked(time.monotonic() - started)
         if key in self._dirty:
             self._queue.append(key)
             self._wakeup.set()
@@ -211,6 +245,7 @@ class ReconcileResult:
 
     requeue_after: float | None = None
     error: str | None = None
+    reason: str = ""  # a short, bounded name for the error (metrics label): an API reason, a Reason
 
 
 DONE = ReconcileResult()
