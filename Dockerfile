@@ -6,7 +6,11 @@
 # Dependencies are pinned by constraints.txt (hack/gen_constraints.py), so the image runs the
 # versions the tests ran. Everything is installed at build time: at run time the process talks only
 # to the API server and, for cloud verification, to the cloud APIs.
-FROM registry.access.redhat.com/ubi9/python-311:latest
+# Pinned by digest: a rebuild gets the same base, whatever `latest` points at that day. This is the
+# ubi9/python-311 build of October 2025 (the digest public Dockerfiles pin for it); to move on:
+#   skopeo inspect docker://registry.access.redhat.com/ubi9/python-311:latest --format '{{.Digest}}'
+ARG BASE_IMAGE=registry.access.redhat.com/ubi9/python-311@sha256:47e23afaf5daf6a98e76a3b5a924b85bbcb19c72b5c6ac474a418aea54cd8aae
+FROM ${BASE_IMAGE}
 
 LABEL name="bootimage-controller" \
       summary="Keeps OpenShift worker MachineSet boot images current and enforces boot image skew" \

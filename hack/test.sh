@@ -7,7 +7,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e '.[test]'
+# Against the image's pins (constraints.txt), so the tests run the versions the image ships; then
+# check the pins still cover every runtime dependency exactly (hack/gen_constraints.py).
+.venv/bin/python -m pip install -q -c constraints.txt -e '.[test]'
+.venv/bin/python hack/gen_constraints.py --check
 .venv/bin/ruff check
 .venv/bin/mypy
 # The test control plane's binaries, before pytest: unpacked from ../shared/tools in seconds, or

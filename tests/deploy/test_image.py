@@ -59,12 +59,25 @@ def test_the_parser_joins_continuations_and_drops_comments() -> None:
     assert parsed == [Instruction("FROM", "a"), Instruction("RUN", "x  && y"), Instruction("USER", "1001")]
 
 
-def test_the_base_is_ubi9_python_311(dockerfile: list[Instruction]) -> None:
+def test_the_base_is_ubi9_python_311_pinned_by_digest(dockerfile: list[Instruction]) -> None:
     froms = _all(dockerfile, "FROM")
     assert froms, "no FROM"
-    # The final stage is what runs.
+    # The final stage is what runs; its image may come from a build ARG (with a default).
     image = froms[-1].args.split()[0]
-    assert image.split(":")[0].split("@")[0] == BASE_IMAGE
+    if image.startswith("${"):
+        default = {i.args.split("=", 1)[0]: i.args.split("=", 1)[1] for i in _all(dockerfile, "ARG") if "=" in i.args}
+        image = default[image.strip("${}")]
+    name, _, digest = image.partition("@")
+    assert name == BASE_IMAGE
+    assert re.fullmatch(r"sha256:[0-9a-f]{64}", digest), "a rebuild must get the same base: pin it by digest"
+
+
+def test_the_build_context_is_only_what_the_image_needs() -> None:
+    rules = [line.strip() for line in (REPO / ".dockerignore").read_text().splitlines()
+             if line.strip() and not line.startswith("#")]
+    assert rules[0] == "*", "everything is excluded first, then what the Dockerfile copies is let back in"
+    copied = {"pyproject.toml", "README.md", "LICENSE", "constraints.txt", "bootimage_controller/"}
+    assert {r[1:] for r in rules if r.startswith("!")} == copied
 
 
 def test_it_runs_as_a_non_root_user(dockerfile: list[Instruction]) -> None:
