@@ -605,8 +605,10 @@ async def bench_size(
     idle_seconds: float,
     rounds: int = 3,
     profile: bool = False,
+    progress: Callable[[str], None] = lambda _line: None,
 ) -> SizeResult:
     workdir.mkdir(parents=True, exist_ok=True)
+    progress(f"N={n}: starting a control plane")
     cluster = await asyncio.to_thread(start_test_cluster, workdir / "cluster", with_controller_manager=False)
     extra = ["--concurrency", str(concurrency), "--qps", qps]
     try:
@@ -617,11 +619,14 @@ async def bench_size(
             inputs = plan_inputs("AWS")
             fleet = stale_fleet(n)
             decisions = {obj["metadata"]["name"]: plan(obj, inputs) for obj in fleet}
+            progress(f"N={n}: creating {n} stale MachineSets")
             create_seconds = await create_fleet(api, fleet)
             run = _RoundRunner(cluster, workdir, api, inputs, fleet, decisions, concurrency, extra)
+            progress(f"N={n}: round 1 of {rounds} (baseline, --once, continuous, {idle_seconds:.0f} s idle)")
             first = await run.round(idle_seconds)
             done = [first]
-            for _ in range(rounds - 1):
+            for i in range(rounds - 1):
+                progress(f"N={n}: round {i + 2} of {rounds}")
                 await run.fresh_fleet()
                 done.append(await run.round(0.0))
             profiled = await _profiled_run(cluster, workdir, api, fleet, decisions, extra) if profile else None

@@ -1,7 +1,8 @@
 """Reproduce every benchmark figure: `python benchmarks/run.py [--sizes 100,1000,5000] [--quick]`.
 
-Prints one line per figure (with its goal, when it has one) and rewrites the generated section of
-docs/benchmarks.md with this machine's figures. See benchmarks/README.md.
+Prints progress and one line per figure (with its goal, when it has one); with `--write-doc`,
+rewrites the generated section of docs/benchmarks.md with this machine's figures. Ctrl-C stops
+cleanly (the control planes and daemons it started are stopped). See benchmarks/README.md.
 """
 
 from __future__ import annotations
@@ -62,12 +63,26 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--profile", action="store_true",
                    help="one more continuous run at the largest size under cProfile; its top functions go into the doc")
     p.add_argument("--planner-only", action="store_true", help="skip the daemon benchmarks (no API server needed)")
-    p.add_argument("--no-doc", action="store_true", help=f"do not rewrite {DOC.relative_to(fleet.REPO)}")
+    p.add_argument("--write-doc", action="store_true", help=f"rewrite the figures in {DOC.relative_to(fleet.REPO)}")
     p.add_argument("--workdir", type=Path, help="where clusters and daemon logs go (default: a temporary folder)")
     return p.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        # asyncio.run has cancelled the round in flight; its `finally` blocks stopped the daemons
+        # and the control plane, and the harness stops any cluster left at exit.
+        print("\ninterrupted: no figures written", file=sys.stderr, flush=True)
+        return 130
+
+
+def _progress(line: str) -> None:
+    print(f"  ... {line}", file=sys.stderr, flush=True)
+
+
+def _main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.rounds is not None and args.rounds < 1:
         raise SystemExit("--rounds must be at least 1")
@@ -80,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     figures: list[Figure] = []
 
+    _progress(f"planner: {' and '.join(map(str, PLANNER_SIZES))} MachineSets")
     planner: list[PlannerResult] = [run_planner(n) for n in PLANNER_SIZES]
     profile = profile_planner(PLANNER_SIZES[0])
     figures += _emit(planner_figures(planner[0], planner[1]))
@@ -91,13 +107,14 @@ def main(argv: list[str] | None = None) -> int:
             bench_size(
                 n, workdir / f"n{n}", concurrency=args.concurrency, qps=args.qps, idle_seconds=idle,
                 rounds=args.rounds or default_rounds(n), profile=args.profile and n == max(sizes),
+                progress=_progress,
             )
         )
         results.append(result)
         figures += _emit(size_figures(result))
 
     print(f"total: {time.monotonic() - started:.0f} s; daemon logs in {workdir}" if sizes else f"total: {time.monotonic() - started:.0f} s")
-    if not args.no_doc:
+    if args.write_doc:
         command = "python benchmarks/run.py " + shlex.join(argv if argv is not None else sys.argv[1:])
         write_doc(DOC, markdown(machine, command.strip(), planner, profile, results, figures))
         print(f"wrote {DOC.relative_to(fleet.REPO)}")
