@@ -54,9 +54,24 @@ class Pin:
         return f"{self.name}=={self.version}"
 
 
+# The image installs the package with every cloud SDK (the `cloud` extra): its pins are part of it.
+IMAGE_EXTRAS = ("cloud",)
+
+
 def runtime_requirements(pyproject: Path) -> list[Requirement]:
     project = tomllib.loads(pyproject.read_text())["project"]
-    return [Requirement(r) for r in project.get("dependencies", [])]
+    extras = project.get("optional-dependencies", {})
+    own = canonicalize_name(project["name"])
+    out = [Requirement(r) for r in project.get("dependencies", [])]
+    pending = list(IMAGE_EXTRAS)
+    while pending:  # an extra may name others of the package (`cloud` = aws + gcp + ...)
+        for raw in extras.get(pending.pop(), []):
+            req = Requirement(raw)
+            if canonicalize_name(req.name) == own:
+                pending.extend(req.extras)
+            else:
+                out.append(req)
+    return out
 
 
 def _applies(req: Requirement, extras: Iterable[str]) -> bool:

@@ -55,6 +55,8 @@ log = structlog.get_logger(__name__)
 T = TypeVar("T")
 MarketplaceQuery = tuple[str, str]  # (region, product id)
 CLOUD_PLATFORMS = (Platform.AWS, Platform.GCP, Platform.AZURE)
+# The package extra that installs each platform's SDK (pyproject.toml).
+SDK_EXTRAS = {Platform.AWS: "aws", Platform.GCP: "gcp", Platform.AZURE: "azure"}
 _MAX_MESSAGE = 300
 _SETUP_TIMEOUT = 120.0
 REDACTED = "[REDACTED]"
@@ -136,6 +138,7 @@ class CloudVerifier:
         self._gcp: gcp_mod.GcpImages | None = None
         self._azure: azure_mod.AzureImages | None = None
         self._missing_reported: set[Platform] = set()
+        self._sdk_missing: set[Platform] = set()
         self._invalid_reported: dict[Platform, str | None] = {}
         for platform, creds in ((Platform.AWS, aws), (Platform.GCP, gcp), (Platform.AZURE, azure)):
             if creds is not None:
@@ -208,6 +211,20 @@ class CloudVerifier:
             )
 
     def _install(self, p: Platform, creds: CloudCredentials) -> bool:
+        """Make the platform's client; False (offline rules, said once) when its SDK, an extra of
+        the package (`bootimage-controller[aws]`, `[gcp]`, `[azure]`, `[cloud]`), is not installed."""
+        try:
+            return self._install_client(p, creds)
+        except ImportError as exc:
+            if p not in self._sdk_missing:
+                self._sdk_missing.add(p)
+                log.warning(
+                    "cloud checks unavailable: the platform's SDK is not installed; offline rules are used",
+                    platform=p.value, missing=exc.name, install=f"pip install 'bootimage-controller[{SDK_EXTRAS[p]}]'",
+                )
+            return False
+
+    def _install_client(self, p: Platform, creds: CloudCredentials) -> bool:
         s, f = self._settings, self._factories
         if isinstance(creds, AwsCredentials):
             if self._aws is None:
@@ -412,7 +429,10 @@ def describe_error(exc: BaseException) -> str:
 
 def _describe(exc: BaseException) -> str:
     for describer in (_describe_aws, _describe_gcp, _describe_azure):
-        text = describer(exc)
+        try:
+            text = describer(exc)
+        except ImportError:  # that cloud's SDK is not installed: the error is not its
+            continue
         if text is not None:
             return text
     if isinstance(exc, InputError):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import importlib.util
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -128,6 +129,10 @@ class VSphereChecks:
                 self._said.once(f"no vCenter credentials: {self._problem}; vSphere templates are not checked")
 
     def _login_for(self, server: str, port: int) -> VCenterLogin | str:
+        if importlib.util.find_spec("pyVmomi") is None:
+            why = "pyvmomi, vCenter's SDK, is not installed (pip install 'bootimage-controller[vsphere]')"
+            self._said.once(f"vSphere checks unavailable: {why}")
+            return why
         creds = self._credentials
         if creds is None:
             return f"no vCenter credentials ({self._problem})"
