@@ -46,6 +46,7 @@ EXIT_OK = 0
 EXIT_BAD_INPUT = 1
 EXIT_USAGE = 2
 EXIT_SKEW = 3
+EXIT_DOWNGRADE = 4  # --fail-on-downgrade: --bootimages is older than the cluster
 
 ENV_GCP_ENDPOINT = "BOOTIMAGE_GCP_ENDPOINT"
 ENV_OVA_MIRROR = "BOOTIMAGE_OVA_MIRROR"
@@ -186,6 +187,8 @@ def _add_plan(sub: Any) -> None:
     p.add_argument("--control-plane-arch", type=arch_arg, metavar="ARCH",
                    help="control-plane architecture (amd64, arm64, ppc64le, s390x); default: from control-plane Nodes, else amd64")
     p.add_argument("--fail-on-skew", action="store_true", help="exit 3 when boot image skew would hold upgrades")
+    p.add_argument("--fail-on-downgrade", action="store_true",
+                   help=f"exit {EXIT_DOWNGRADE} when --bootimages is older than the cluster's ClusterVersion (a warning otherwise)")
     _add_skew_limits(p)
     _add_cloud_endpoints(p)
     p.add_argument("-v", "--verbose", action="store_true", help="log debug details (ignored files, sources) to stderr")
@@ -425,8 +428,14 @@ def cmd_plan(args: argparse.Namespace) -> int:
         written = plan_output.write_patched(report.decisions, prepared.objects_by_key(), Path(args.write_patched))
         print(f"wrote {len(written)} patched manifest(s) to {args.write_patched}", file=sys.stderr)
     code = EXIT_SKEW if args.fail_on_skew and report.upgrades_held else EXIT_OK
+    downgrade = _downgrade(args, prepared)
+    if downgrade is not None:
+        print(f"warning: {downgrade}", file=sys.stderr)
+        if args.fail_on_downgrade and code == EXIT_OK:
+            code = EXIT_DOWNGRADE
     try:
-        sys.stdout.write(plan_output.render(report, args.output, _terminal_width()))
+        sys.stdout.write(plan_output.render(report, "table" if args.output == "wide" else args.output,
+                                            _terminal_width(), _table_style(args.output)))
         sys.stdout.flush()
     except BrokenPipeError:
         _stdout_gone()  # the plan was made: the exit code still tells a pipeline about skew
@@ -537,6 +546,37 @@ async def _aleph_report(args: argparse.Namespace) -> int:
         return await run_aleph_report(
             args.node_name, Path(args.aleph_path), api, interval=args.interval, once=args.once
         )
+
+
+def _table_style(output: str) -> Any:
+    """Fit the table to a terminal (unless `-o wide`) and colour it there, unless NO_COLOR is set
+    (no-color.org) or the terminal is dumb. A pipe gets every column, plain."""
+    from .plan_output import TableStyle
+
+    tty = sys.stdout.isatty()
+    colour = tty and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
+    return TableStyle(width=_terminal_width() if tty and output != "wide" else None, colour=colour)
+
+
+def _downgrade(args: argparse.Namespace, prepared: PreparedPlan) -> str | None:
+    """`--bootimages` of an older OCP release than the cluster runs: planned as given (the golden
+    data is the target), but worth a loud line: it moves boot images backwards."""
+    from .errors import VersionError
+    from .skew.versions import OcpVersion
+
+    golden_release = prepared.context.golden.release_version
+    cv = prepared.inputs.cluster_version
+    desired = ((cv.obj.get("status") or {}).get("desired") or {}).get("version") if cv is not None else None
+    if not args.bootimages or not golden_release or not isinstance(desired, str):
+        return None
+    try:
+        given, running = OcpVersion.parse(golden_release), OcpVersion.parse(desired)
+    except VersionError:
+        return None
+    if (given.major, given.minor, given.patch) >= (running.major, running.minor, running.patch):
+        return None
+    return (f"--bootimages {args.bootimages} is OCP {golden_release}, older than the cluster's {desired} "
+            "(ClusterVersion status.desired): patches would move boot images back")
 
 
 def _terminal_width() -> int:

@@ -349,7 +349,7 @@ METRIC_TEMPLATE_IMPORT_DURATION: Final = "bootimage_controller_vsphere_template_
 METRIC_TEMPLATES: Final = "bootimage_controller_vsphere_templates"
 
 # `plan -o`
-OUTPUT_FORMATS: Final = ("table", "json", "yaml")
+OUTPUT_FORMATS: Final = ("table", "wide", "json", "yaml")  # wide: the table, every column in full
 
 # Request content types of the two patch kinds we send.
 MERGE_PATCH: Final = "application/merge-patch+json"  # RFC 7386

@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from .constants import CPMS_KIND, Action
+from .constants import MACHINESET_KIND, Action
 from .errors import InputError
 from .model import BootImageDecision
 from .patching import apply_changes
@@ -65,12 +65,21 @@ def plan_document(report: PlanReport) -> dict[str, Any]:
     return result
 
 
-def render(report: PlanReport, fmt: str, width: int = 100) -> str:
+@dataclass(frozen=True)
+class TableStyle:
+    """How the table is drawn: `width` None draws every column in full (`-o wide`, or a pipe);
+    a width drops the least useful columns, then shortens names, until rows fit (a terminal)."""
+
+    width: int | None = None
+    colour: bool = False
+
+
+def render(report: PlanReport, fmt: str, width: int = 100, style: TableStyle | None = None) -> str:
     if fmt == "json":
         return json.dumps(plan_document(report), indent=2) + "\n"
     if fmt == "yaml":
         return yaml.safe_dump(plan_document(report), sort_keys=False, default_flow_style=False, allow_unicode=True)
-    return render_table(report, width)
+    return render_table(report, width, style or TableStyle())
 
 
 # ---- table --------------------------------------------------------------------------------------
@@ -83,17 +92,18 @@ _SUMMARY_WORDS = (
 )
 
 
-def render_table(report: PlanReport, width: int = 100) -> str:
+def render_table(report: PlanReport, width: int = 100, style: TableStyle | None = None) -> str:
+    style = style or TableStyle()
     width = max(60, width)
     lines: list[str] = []
     if report.decisions:
-        lines.extend(_rows(report.decisions))
+        lines.extend(_rows(report.decisions, style))
     else:
         lines.append("No MachineSets or ControlPlaneMachineSets found in the input.")
     details = _details(report.decisions, width)
     if details:
         lines += ["", "Details:", *details]
-    lines += ["", summary_line(report.decisions), *skew_lines(report.skew, width)]
+    lines += ["", summary_line(report.decisions), *skew_lines(report.skew, width, style.colour)]
     if report.context:
         lines += ["", "Inputs:"]
         for item in report.context:
@@ -101,20 +111,85 @@ def render_table(report: PlanReport, width: int = 100) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _rows(decisions: Sequence[BootImageDecision]) -> list[str]:
+# Columns dropped first when a terminal is too narrow (the rest always stay: the name, what will
+# happen, why, and the releases).
+_DROP_ORDER = ("ARCH", "STREAM", "CURRENT-IMAGE", "TARGET-IMAGE", "PLATFORM", "KIND")
+_MIN_NAME = 16
+_ACTION_COLOURS = {"patch": "33", "noop": "32", "skip": "36", "error": "31;1"}  # ANSI SGR
+
+
+def _rows(decisions: Sequence[BootImageDecision], style: TableStyle | None = None) -> list[str]:
+    style = style or TableStyle()
     one_namespace = len({d.namespace for d in decisions}) == 1
-    show_kind = any(d.kind == CPMS_KIND for d in decisions)
+    show_kind = any(d.kind != MACHINESET_KIND for d in decisions)
     header = ["NAME" if one_namespace else "NAMESPACE/NAME"]
     header += ["KIND"] if show_kind else []
-    header += ["PLATFORM", "ARCH", "STREAM", "ACTION", "REASON", "CURRENT", "TARGET"]
+    header += ["PLATFORM", "ARCH", "STREAM", "ACTION", "REASON", "CURRENT", "CURRENT-IMAGE", "TARGET", "TARGET-IMAGE"]
     rows = [header]
     for d in decisions:
         row: list[str | None] = [_display_name(d, one_namespace)]
         row += [d.kind] if show_kind else []
-        row += [d.platform, d.architecture, d.stream, str(d.action), d.reason, d.current_release, d.target_release]
+        row += [d.platform, d.architecture, d.stream, str(d.action), d.reason,
+                d.current_release, image_id(d.current), d.target_release, image_id(d.target)]
         rows.append([_cell(v) for v in row])
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    return ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    if style.width is not None:
+        rows = _fit(rows, style.width)
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    action = rows[0].index("ACTION")
+    out = []
+    for n, r in enumerate(rows):
+        cells = [cell.ljust(w) for cell, w in zip(r, widths, strict=True)]
+        if style.colour and n > 0 and r[action] in _ACTION_COLOURS:
+            cells[action] = f"\x1b[{_ACTION_COLOURS[r[action]]}m{cells[action]}\x1b[0m"
+        out.append("  ".join(cells).rstrip())
+    return out
+
+
+def _fit(rows: list[list[str]], width: int) -> list[list[str]]:
+    """Drop columns in `_DROP_ORDER`, then shorten the names (with an ellipsis), until rows fit."""
+
+    def line_width(table: list[list[str]]) -> int:
+        widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
+        return sum(widths) + 2 * (len(widths) - 1)
+
+    for column in _DROP_ORDER:
+        if line_width(rows) <= width:
+            return rows
+        if column in rows[0]:
+            i = rows[0].index(column)
+            rows = [r[:i] + r[i + 1 :] for r in rows]
+    excess = line_width(rows) - width
+    if excess > 0:
+        longest = max(len(r[0]) for r in rows)
+        keep = max(_MIN_NAME, longest - excess)
+        rows = [[_elide(r[0], keep), *r[1:]] for r in rows]
+    return rows
+
+
+def _elide(name: str, keep: int) -> str:
+    """`prod-east-8h2kq-worker-arm64-us-east-1c` -> `prod-e…arm64-us-east-1c`: the start says which
+    cluster, the end which pool, and MachineSet names differ at the end."""
+    if len(name) <= keep:
+        return name
+    head = min(6, keep // 3)
+    return f"{name[:head]}\u2026{name[len(name) - (keep - head - 1):]}"
+
+
+def image_id(value: Any) -> str | None:
+    """The image a boot image field names, short: the AMI, the GCP image's name, the Azure
+    marketplace version (or gallery image), the vSphere template; CAPI rows: the template's image."""
+    if isinstance(value, Mapping) and set(value) == {"template", "image"}:
+        value = value["image"]
+    if isinstance(value, str):
+        return value.rsplit("/", 1)[-1] or None
+    if not isinstance(value, Mapping):
+        return None
+    for key in ("id", "template", "version"):
+        found = value.get(key)
+        if isinstance(found, str) and found:
+            return found
+    resource = value.get("resourceID")
+    return resource.rsplit("/", 1)[-1] if isinstance(resource, str) and resource else None
 
 
 def _display_name(d: BootImageDecision, one_namespace: bool) -> str:
@@ -147,7 +222,7 @@ def summary_line(decisions: Sequence[BootImageDecision]) -> str:
     return "Plan: " + ", ".join(f"{counts.get(action, 0)} {words}" for action, words in _SUMMARY_WORDS)
 
 
-def skew_lines(skew: Mapping[str, Any] | None, width: int) -> list[str]:
+def skew_lines(skew: Mapping[str, Any] | None, width: int, colour: bool = False) -> list[str]:
     if skew is None:
         return ["Skew: not evaluated"]
     image = skew.get("clusterBootImage") or {}
@@ -161,6 +236,8 @@ def skew_lines(skew: Mapping[str, Any] | None, width: int) -> list[str]:
     verdict = "upgrades would be allowed" if skew.get("upgradeable") else "upgrades would be HELD"
     head = ", ".join(parts) + f": {verdict} ({skew.get('reason')})"
     lines = _wrap(head, width, "", "  ")
+    if colour and not skew.get("upgradeable"):
+        lines = [line.replace("upgrades would be HELD", "\x1b[31;1mupgrades would be HELD\x1b[0m") for line in lines]
     if skew.get("message"):
         lines += _wrap(str(skew["message"]), width, "  ", "  ")
     if not skew.get("upgradeable"):

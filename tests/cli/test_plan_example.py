@@ -127,13 +127,19 @@ def test_table_of_the_example(run: Run) -> None:
     assert result.code == 0
     lines = result.out.splitlines()
     header = lines[0].split()
-    # One namespace: NAME only; a ControlPlaneMachineSet is present: KIND shown.
-    assert header == ["NAME", "KIND", "PLATFORM", "ARCH", "STREAM", "ACTION", "REASON", "CURRENT", "TARGET"]
+    # One namespace: NAME only; a ControlPlaneMachineSet is present: KIND shown. Not a terminal:
+    # every column (the image ids beside the releases), plain.
+    assert header == ["NAME", "KIND", "PLATFORM", "ARCH", "STREAM", "ACTION", "REASON", "CURRENT", "CURRENT-IMAGE",
+                      "TARGET", "TARGET-IMAGE"]
+    assert "\x1b[" not in result.out
     rows = {line.split()[0]: line.split() for line in lines[1:8]}
     assert set(rows) == {"cluster"} | {p.stem for p in EXAMPLE_MACHINESETS.glob("*.yaml")}
-    row = rows[f"{INFRA}-worker-arm64-us-east-1c"]
+    name = f"{INFRA}-worker-arm64-us-east-1c"
+    row = rows[name]
+    current_ami = example_machineset(name)["spec"]["template"]["spec"]["providerSpec"]["value"]["ami"]["id"]
     assert row[1:] == ["MachineSet", "AWS", "aarch64", "rhel-9", "patch", "BootImageOutdated",
-                       "416.94.202405291527-0", golden_stream()["architectures"]["aarch64"]["artifacts"]["aws"]["release"]]
+                       "416.94.202405291527-0", current_ami,
+                       golden_stream()["architectures"]["aarch64"]["artifacts"]["aws"]["release"], expected_target(name)]
     assert rows[f"{INFRA}-worker-custom-us-east-1b"][5:7] == ["skip", "UnknownBootImage"]
     # Skips are explained under the table, the summary counts every action, the verdict follows.
     details = result.out.split("Details:")[1]
@@ -141,6 +147,47 @@ def test_table_of_the_example(run: Run) -> None:
     assert "ami-0a1b2c3d4e5f67890" in details
     assert "Plan: 4 to patch, 0 up to date, 3 skipped, 0 errors" in lines
     assert any(line.startswith("Skew: mode Automatic") for line in lines)
+
+
+def test_on_a_terminal_the_table_fits_and_is_coloured_unless_no_color(tmp_path: Path) -> None:
+    """Run under a pseudo-terminal 100 columns wide: the least useful columns go, names are
+    shortened (still told apart), ACTION is coloured; NO_COLOR turns colour off; -o wide keeps
+    every column."""
+    import pty
+    import select
+
+    def on_terminal(*argv: str, **env: str) -> str:
+        pid, fd = pty.fork()
+        if pid == 0:  # the child: a terminal of 80 columns
+            os.environ.update({"COLUMNS": "100", "LINES": "40", "TERM": "xterm", **env})
+            os.environ.pop("NO_COLOR", None) if "NO_COLOR" not in env else None
+            os.execv(sys.executable, [sys.executable, "-m", "bootimage_controller", *argv])
+        out = b""
+        while True:
+            ready, _, _ = select.select([fd], [], [], 30)
+            if not ready:
+                break
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            out += chunk
+        os.waitpid(pid, 0)
+        return out.decode(errors="replace")
+
+    import re
+
+    out = on_terminal("plan", str(EXAMPLE))
+    plain = [re.sub(r"\x1b\[[0-9;]*m", "", line).rstrip("\r") for line in out.splitlines()]
+    table = plain[:8]
+    assert all(len(line) <= 100 for line in table), table
+    assert "ARCH" not in table[0] and "ACTION" in table[0] and "\x1b[33mpatch" in out
+    names = [line.split()[0] for line in table[1:]]
+    assert len(set(names)) == len(names), names
+    assert "\x1b[" not in on_terminal("plan", str(EXAMPLE), NO_COLOR="1")
+    assert "TARGET-IMAGE" in on_terminal("plan", str(EXAMPLE), "-o", "wide").splitlines()[0]
 
 
 def test_table_wraps_messages_for_a_narrow_terminal(run: Run, monkeypatch: Any) -> None:
@@ -180,3 +227,13 @@ def test_examples_readme_shows_what_plan_prints(run: Run, monkeypatch: Any) -> N
         "examples/README.md is stale: paste the output of "
         "`COLUMNS=100 bootimage-controller plan examples/aws-4.16-cluster` (run from the repo root)"
     )
+
+
+def test_bootimages_older_than_the_cluster_warn_and_fail_only_when_asked(run: Run) -> None:
+    older = ROOT / "tests" / "fixtures" / "configmaps" / "coreos-bootimages-4.18.yaml"
+    warned = run("plan", EXAMPLE, "--bootimages", str(older))
+    assert warned.code == 0
+    assert "older than the cluster's 4.22" in warned.err and "back" in warned.err
+    assert run("plan", EXAMPLE, "--bootimages", str(older), "--fail-on-downgrade").code == 4
+    same = run("plan", EXAMPLE, "--fail-on-downgrade")
+    assert same.code == 0 and "older than" not in same.err
