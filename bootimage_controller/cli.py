@@ -215,6 +215,10 @@ def _add_run(sub: Any) -> None:
                    help=f"ClusterOperator to report to (default: {DEFAULT_CLUSTER_OPERATOR}; empty: none)")
     p.add_argument("--health-addr", default=DEFAULT_HEALTH_ADDR, metavar="ADDR",
                    help=f"/healthz and /readyz listen address (default: {DEFAULT_HEALTH_ADDR})")
+    p.add_argument("--metrics-cert-file", type=Path, metavar="PATH",
+                   help="serve /metrics over TLS with this certificate (the service CA's serving cert; re-read when "
+                        "it changes); scrapers then need a bearer token allowed to get /metrics")
+    p.add_argument("--metrics-key-file", type=Path, metavar="PATH", help="the key of --metrics-cert-file")
     p.add_argument("--metrics-addr", default=DEFAULT_METRICS_ADDR, metavar="ADDR",
                    help=f"/metrics listen address (default: {DEFAULT_METRICS_ADDR})")
     p.add_argument("--concurrency", type=positive_int, default=DEFAULT_CONCURRENCY, metavar="N",

@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import gc
 import signal
+import ssl
 import sys
 from typing import Any, cast
 
@@ -49,6 +50,7 @@ from .kube.leader import (
 )
 from .kube.retry import describe, with_retries
 from .kube.workqueue import WorkQueue, run_workers
+from .metrics_security import MetricsAuthorizer, ReloadingTls
 from .reporting import PassReporter
 from .skew.verdict import SkewLimits
 from .status_writer import StatusWriter
@@ -132,6 +134,7 @@ async def _run(args: argparse.Namespace) -> int:
     for name, informer in controller.informers.items():
         supervisor.watch(informer.start(), f"informer-{name}")
     supervisor.spawn(cloud.prime(), "cloud-credentials", finite=True)  # reads only: every replica may
+    tls = secure_metrics(args)
     health = obs.HealthServer(
         args.health_addr,
         args.metrics_addr,
@@ -140,7 +143,11 @@ async def _run(args: argparse.Namespace) -> int:
             "leader-election": elector.running or args.once,
             "tasks": supervisor.healthy,
         },
+        metrics_ssl=tls.context if tls is not None else None,
+        metrics_middlewares=[MetricsAuthorizer(api).middleware] if tls is not None else [],
     )
+    if tls is not None:
+        supervisor.spawn(tls.watch(), "metrics-certificate")
     await health.start()
     log.info("started", identity=identity, namespace=namespace, dry_run=args.dry_run, once=args.once)
     try:
@@ -160,6 +167,21 @@ async def _run(args: argparse.Namespace) -> int:
         await health.stop()
         cloud.close()
         await api.close()
+
+
+def secure_metrics(args: argparse.Namespace) -> ReloadingTls | None:
+    """TLS (and with it scraper authentication) for /metrics when a certificate is given."""
+    cert, key = getattr(args, "metrics_cert_file", None), getattr(args, "metrics_key_file", None)
+    if cert is None and key is None:
+        return None
+    if cert is None or key is None:
+        raise ClientConfigError("--metrics-cert-file and --metrics-key-file go together")
+    if args.metrics_addr == args.health_addr:
+        raise ClientConfigError("--metrics-addr must differ from --health-addr when /metrics is served over TLS")
+    try:
+        return ReloadingTls(cert, key)
+    except (OSError, ssl.SSLError) as exc:
+        raise ClientConfigError(f"--metrics-cert-file {cert} / --metrics-key-file {key}: {exc}") from None
 
 
 async def lease_timings(api: Any, args: argparse.Namespace) -> LeaseTimings:

@@ -16,9 +16,10 @@ import logging
 import os
 import re
 import socket
+import ssl
 import sys
 import time
-from collections.abc import Callable, Mapping, MutableMapping
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -446,7 +447,16 @@ class HealthServer:
         ready: ReadyCheck,
         registry: CollectorRegistry = REGISTRY,
         max_loop_lag: float = 10.0,
+        *,
+        metrics_ssl: ssl.SSLContext | None = None,
+        metrics_middlewares: Sequence[Any] = (),
     ) -> None:
+        """`metrics_ssl` / `metrics_middlewares`: TLS and access checks for `/metrics` only (see
+        metrics_security); they need `/metrics` on its own address, probes stay plain."""
+        self._metrics_ssl = metrics_ssl
+        self._metrics_middlewares = tuple(metrics_middlewares)
+        if (metrics_ssl is not None or self._metrics_middlewares) and health_addr == metrics_addr:
+            raise ValueError("--metrics-addr must differ from --health-addr when /metrics is served over TLS")
         self._health = Address.parse(health_addr)
         self._metrics = Address.parse(metrics_addr)
         self._ready = ready
@@ -472,7 +482,8 @@ class HealthServer:
         log.info("serving health and metrics", health_port=self.health_port, metrics_port=self.metrics_port)
 
     async def _serve(self, addr: Address, *, health: bool, metrics: bool) -> int:
-        app = web.Application()
+        secured = metrics and not health
+        app = web.Application(middlewares=list(self._metrics_middlewares) if secured else [])
         if health:
             app.router.add_get("/healthz", self._healthz)
             app.router.add_get("/readyz", self._readyz)
@@ -483,7 +494,7 @@ class HealthServer:
         await runner.setup()
         self._runners.append(runner)
         sock = _listen(addr)
-        await web.SockSite(runner, sock).start()
+        await web.SockSite(runner, sock, ssl_context=self._metrics_ssl if secured else None).start()
         port: int = sock.getsockname()[1]
         return port
 

@@ -29,8 +29,10 @@ from collections.abc import Callable, Iterator
 WriteCheck = Callable[[], "WriteRefused | None"]
 
 MUTATING_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
-# Leader election's own writes: fencing them would make leadership impossible to win.
-UNFENCED_RESOURCES = frozenset({"leases"})
+# Leader election's own writes: fencing them would make leadership impossible to win. Token and
+# access reviews change nothing (a POST only by the API's shape): every replica checks its own
+# metrics scrapers (metrics_security).
+UNFENCED_RESOURCES = frozenset({"leases", "tokenreviews", "subjectaccessreviews"})
 
 
 class WriteRefused(Exception):

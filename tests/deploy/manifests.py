@@ -204,8 +204,10 @@ def rbac_violations(role: Mapping[str, Any]) -> list[str]:
         for key in ("verbs", "resources", "apiGroups", "resourceNames", "nonResourceURLs"):
             if any("*" in str(v) for v in raw.get(key) or ()):
                 problems.append(f"{where}: wildcard in {key}")
-        if raw.get("nonResourceURLs"):
-            problems.append(f"{where}: nonResourceURLs are not needed by this controller")
+        if raw.get("nonResourceURLs") and (
+            list(raw["nonResourceURLs"]) != ["/metrics"] or set(raw.get("verbs") or ()) != {"get"}
+        ):
+            problems.append(f"{where}: nonResourceURLs other than get /metrics (the scrapers' right) are not needed")
         verbs = {str(v) for v in raw.get("verbs") or ()}
         if verbs & DANGEROUS_VERBS:
             problems.append(f"{where}: grants {sorted(verbs & DANGEROUS_VERBS)}")

@@ -115,6 +115,9 @@ CONTROLLER_REQUESTS = [
     ),
     *(_req(v, SECRETS, MAPI_NAMESPACE, s) for s in USER_DATA for v in ("get", "patch")),
     _req("get", SECRETS, MAPI_NAMESPACE, VSPHERE_CREDENTIALS_SECRET),
+    # Who may scrape /metrics: token and access reviews (metrics_security.py).
+    _req("create", ("authentication.k8s.io", "tokenreviews"), None),
+    _req("create", ("authorization.k8s.io", "subjectaccessreviews"), None),
     # Cluster API (docs/capi.md): informers, re-reads, patches; templates created and retired;
     # the Cluster API's own claim holder; Events on its objects.
     *(_req(v, (CAPI_GROUP, p), CAPI_NAMESPACE) for p in CAPI_KINDS.values() for v in ("list", "watch")),

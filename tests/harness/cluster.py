@@ -87,6 +87,9 @@ TOKEN_USERS: Final[Mapping[str, tuple[str, ...]]] = {
     # Two daemon replicas told apart in the audit log (fencing tests).
     "replica-a": ("system:masters",),
     "replica-b": ("system:masters",),
+    # Metrics scrapers (tests/integration/test_metrics_auth.py): one granted get /metrics, one not.
+    "metrics-scraper": ("system:authenticated",),
+    "stranger": ("system:authenticated",),
 }
 
 # kube-controller-manager garbagecollector.go logs this once its informers cover every resource.
