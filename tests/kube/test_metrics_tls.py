@@ -19,7 +19,7 @@ async def served_serial(context: ssl.SSLContext) -> int:
     port = server.sockets[0].getsockname()[1]
     client = ssl.create_default_context()
     client.check_hostname, client.verify_mode = False, ssl.CERT_NONE
-    reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=client)
+    _reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=client)
     der = writer.get_extra_info("ssl_object").getpeercert(binary_form=True)
     writer.close()
     server.close()
