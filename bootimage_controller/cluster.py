@@ -87,6 +87,8 @@ _CORE_READS: tuple[ClusterRead, ...] = (
                 INFRASTRUCTURE_NAME, used_for="platform and control-plane topology"),
     ClusterRead("clusterversion", CONFIG_GROUP, CONFIG_VERSION, "ClusterVersion", CLUSTERVERSION_PLURAL, None,
                 CLUSTERVERSION_NAME, used_for="the upgrade gate, install version, multi-architecture"),
+    ClusterRead("proxy", CONFIG_GROUP, CONFIG_VERSION, "Proxy", "proxies", None, "cluster",
+                used_for="the cluster-wide proxy for cloud, vCenter and OVA traffic (cluster_proxy)"),
     *(
         ClusterRead(f"nodes:{label}", "", "v1", "Node", "nodes", label_selector=label,
                     used_for="control-plane architecture and aleph annotations")

@@ -26,6 +26,7 @@ from . import observability as obs
 from .capi.discovery import discover_capi_version
 from .cloud.checks import CloudChecks
 from .cluster import control_plane_topology
+from .cluster_proxy import ProxyEnvironment, ProxySettings
 from .constants import (
     CONFIG_GROUP,
     CONFIG_VERSION,
@@ -131,6 +132,7 @@ async def _run(args: argparse.Namespace) -> int:
             on_add=writer.observe_machineconfiguration,
             on_update=lambda _old, new: writer.observe_machineconfiguration(new),
         )
+    watch_cluster_proxy(controller, cloud)
     for name, informer in controller.informers.items():
         supervisor.watch(informer.start(), f"informer-{name}")
     supervisor.spawn(cloud.prime(), "cloud-credentials", finite=True)  # reads only: every replica may
@@ -167,6 +169,20 @@ async def _run(args: argparse.Namespace) -> int:
         await health.stop()
         cloud.close()
         await api.close()
+
+
+def watch_cluster_proxy(controller: Controller, cloud: CloudChecks) -> None:
+    """Keep the cloud, vCenter and OVA clients on the cluster-wide proxy (cluster_proxy)."""
+    environment = ProxyEnvironment()
+
+    def changed(*objs: dict[str, Any]) -> None:
+        settings = ProxySettings.from_object(controller.informers["proxy"].get("cluster"))
+        if environment.apply(settings):
+            log.info("cluster-wide proxy applied to cloud clients", http_proxy=bool(settings.http),
+                     https_proxy=bool(settings.https), no_proxy=settings.no_proxy)
+            cloud.reset()
+
+    controller.informers["proxy"].add_handler(on_add=changed, on_update=changed, on_delete=changed)
 
 
 def secure_metrics(args: argparse.Namespace) -> ReloadingTls | None:

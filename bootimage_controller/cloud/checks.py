@@ -111,6 +111,15 @@ class CloudChecks:
             return None
         return await verify_decisions(self.verifier, [decision]), platforms
 
+    def reset(self) -> None:
+        """Drop every client (the proxy changed): the next lookup builds them anew."""
+        if self.verifier is not None:
+            self.verifier.close()
+        self.verifier = None
+        self._loaded_at = float("-inf")
+        if self.vsphere is not None:
+            self.vsphere.close()
+
     def close(self) -> None:
         if self.vsphere is not None:
             self.vsphere.close()

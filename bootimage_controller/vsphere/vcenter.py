@@ -93,6 +93,7 @@ class VCenterSession:
         from pyVim.connect import SmartConnect  # pyvmomi loads only when vSphere is used
         from pyVmomi import vim
 
+        proxy = _proxy(self.login.server, self.login.port)
         try:
             return SmartConnect(
                 host=self.login.server,
@@ -101,6 +102,7 @@ class VCenterSession:
                 pwd=self.login.password,
                 sslContext=self.login.ssl_context(),
                 httpConnectionTimeout=self.timeout,
+                **({"httpProxyHost": proxy[0], "httpProxyPort": proxy[1]} if proxy else {}),
             )
         except vim.fault.InvalidLogin:
             raise VCenterError(f"vCenter {self.login.server} rejected the login") from None
@@ -284,9 +286,7 @@ class VCenterSession:
         from urllib.parse import urlsplit
 
         parts = urlsplit(url)
-        conn = http.client.HTTPSConnection(
-            parts.hostname or self.login.server, parts.port or 443, context=self.login.ssl_context(), timeout=self.timeout
-        )
+        conn = self._connection(parts.hostname or self.login.server, parts.port or 443)
         try:
             conn.putrequest("PUT" if create else "POST", parts.path + (f"?{parts.query}" if parts.query else ""))
             conn.putheader("Content-Type", "application/x-vnd.vmware-streamVmdk")
@@ -394,7 +394,7 @@ class VCenterSession:
         return str(answer.get("value"))
 
     def _rest_call(self, method: str, path: str, body: Mapping[str, Any] | None, headers: Mapping[str, str]) -> tuple[int, Any]:
-        conn = http.client.HTTPSConnection(self.login.server, self.login.port, context=self.login.ssl_context(), timeout=self.timeout)
+        conn = self._connection(self.login.server, self.login.port)
         try:
             payload = json.dumps(body).encode() if body is not None else None
             conn.request(method, path, body=payload, headers={"Content-Type": "application/json", **headers})
@@ -405,6 +405,30 @@ class VCenterSession:
             raise VCenterError(f"vCenter tagging API {method} {path.split('?')[0]}: {exc}") from None
         finally:
             conn.close()
+
+
+    def _connection(self, host: str, port: int) -> http.client.HTTPSConnection:
+        """An HTTPS connection to vCenter, through the cluster-wide proxy when NO_PROXY does not
+        exempt it (a CONNECT tunnel: TLS stays end to end)."""
+        proxy = _proxy(host, port)
+        if proxy is None:
+            return http.client.HTTPSConnection(host, port, context=self.login.ssl_context(), timeout=self.timeout)
+        conn = http.client.HTTPSConnection(proxy[0], proxy[1], context=self.login.ssl_context(), timeout=self.timeout)
+        conn.set_tunnel(host, port)
+        return conn
+
+
+def _proxy(host: str, port: int) -> tuple[str, int] | None:
+    """(host, port) of the proxy the environment names for https://host:port (cluster_proxy sets it)."""
+    from urllib.parse import urlsplit
+
+    from ..kube.client import proxy_for
+
+    url = proxy_for(f"https://{host}:{port}")
+    if not url:
+        return None
+    parts = urlsplit(url if "://" in url else f"http://{url}")
+    return (parts.hostname, parts.port or 3128) if parts.hostname else None
 
 
 def _same_name(name: str, path: str) -> bool:

@@ -115,6 +115,8 @@ CONTROLLER_REQUESTS = [
     ),
     *(_req(v, SECRETS, MAPI_NAMESPACE, s) for s in USER_DATA for v in ("get", "patch")),
     _req("get", SECRETS, MAPI_NAMESPACE, VSPHERE_CREDENTIALS_SECRET),
+    # The cluster-wide proxy (cluster_proxy.py): informer and plan --from-cluster, by name.
+    *(_req(v, (CONFIG_GROUP, "proxies"), None, "cluster") for v in ("list", "watch", "get")),
     # Who may scrape /metrics: token and access reviews (metrics_security.py).
     _req("create", ("authentication.k8s.io", "tokenreviews"), None),
     _req("create", ("authorization.k8s.io", "subjectaccessreviews"), None),

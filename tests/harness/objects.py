@@ -123,6 +123,7 @@ RESOURCES: Final[tuple[Resource, ...]] = (
     Resource(_gv(CONFIG_GROUP, CONFIG_VERSION), "ClusterVersion", CLUSTERVERSION_PLURAL, False, True),
     Resource(_gv(CONFIG_GROUP, CONFIG_VERSION), "Infrastructure", INFRASTRUCTURE_PLURAL, False, True),
     Resource(_gv(CONFIG_GROUP, CONFIG_VERSION), "ClusterOperator", CLUSTEROPERATOR_PLURAL, False, True),
+    Resource(_gv(CONFIG_GROUP, CONFIG_VERSION), "Proxy", "proxies", False, True),
     Resource("v1", "ConfigMap", "configmaps", True, False),
     Resource("v1", "Secret", "secrets", True, False),
     Resource("v1", "Node", "nodes", False, True),
@@ -678,6 +679,7 @@ RESET_KINDS: Final = (
     (_gv(CONFIG_GROUP, CONFIG_VERSION), "ClusterVersion"),
     (_gv(CONFIG_GROUP, CONFIG_VERSION), "Infrastructure"),
     (_gv(CONFIG_GROUP, CONFIG_VERSION), "ClusterOperator"),
+    (_gv(CONFIG_GROUP, CONFIG_VERSION), "Proxy"),
     ("v1", "Node"),
 )
 RESET_NAMESPACED_KINDS: Final = (
