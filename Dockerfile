@@ -3,7 +3,8 @@
 #
 #   podman build -t localhost/bootimage-controller:0.1.0 .
 #
-# Dependencies are pinned by constraints.txt (hack/gen_constraints.py), so the image runs the
+# Dependencies are pinned by constraints.txt (hack/gen_constraints.py) and hash-locked by
+# requirements.lock (hack/gen_lock.py), so the image runs the
 # versions the tests ran. Everything is installed at build time: at run time the process talks only
 # to the API server and, for cloud verification, to the cloud APIs.
 # Pinned by digest: a rebuild gets the same base, whatever `latest` points at that day. This is the
@@ -28,9 +29,10 @@ ENV PYTHONUNBUFFERED=1 \
 # The base image's build user (1001) owns /opt/app-root, whose virtualenv is already on PATH.
 WORKDIR /opt/app-root/src
 
-# Dependencies first, from the pins alone, so a source change does not reinstall them.
-COPY --chown=1001:0 constraints.txt ./
-RUN pip install -c constraints.txt -r constraints.txt
+# Dependencies first, from the pins alone, so a source change does not reinstall them: every wheel
+# checked against the sha256 recorded in requirements.lock (hack/gen_lock.py), binaries only.
+COPY --chown=1001:0 constraints.txt requirements.lock ./
+RUN pip install --require-hashes --no-deps --only-binary=:all: -r requirements.lock
 
 # Then the package itself, against the same pins. --no-deps + `pip check`: a dependency that
 # constraints.txt does not pin fails the build instead of being installed at whatever version.

@@ -76,7 +76,7 @@ def test_the_build_context_is_only_what_the_image_needs() -> None:
     rules = [line.strip() for line in (REPO / ".dockerignore").read_text().splitlines()
              if line.strip() and not line.startswith("#")]
     assert rules[0] == "*", "everything is excluded first, then what the Dockerfile copies is let back in"
-    copied = {"pyproject.toml", "README.md", "LICENSE", "constraints.txt", "bootimage_controller/"}
+    copied = {"pyproject.toml", "README.md", "LICENSE", "constraints.txt", "requirements.lock", "bootimage_controller/"}
     assert {r[1:] for r in rules if r.startswith("!")} == copied
 
 
@@ -104,7 +104,8 @@ def test_dependencies_install_from_the_repository_pins(dockerfile: list[Instruct
     for run in installs:
         for command in re.split(r"&&|;", run.args):
             if re.search(r"\bpip3? install\b", command):
-                assert "-c constraints.txt" in command, command
+                # Every install is pinned: by the constraints, or by the hash lock made from them.
+                assert "-c constraints.txt" in command or "--require-hashes -" in command, command
     assert dockerfile.index(copies[0]) < dockerfile.index(installs[0])
     package = [i for i in installs if re.search(r"install\b.*\s\.(\s|$)", i.args)]
     assert package, "the package itself is not installed"
@@ -162,3 +163,14 @@ def _transitive(pins: dict[str, Version]) -> set[str]:
             continue
         needed |= {canonicalize_name(Requirement(r).name) for r in requires}
     return needed & set(pins)
+
+
+def test_the_lock_pins_exactly_the_constraints_each_with_hashes(dockerfile: list[Instruction]) -> None:
+    """requirements.lock (hack/gen_lock.py) is constraints.txt with a sha256 per wheel, and the
+    image installs from it with --require-hashes."""
+    entries = re.findall(r"^([A-Za-z0-9._-]+)==(\S+) \\\n((?:    --hash=sha256:[0-9a-f]{64}(?: \\\n)?)+)",
+                         (REPO / "requirements.lock").read_text(), re.M)
+    locked = {canonicalize_name(name): Version(version) for name, version, _ in entries}
+    assert locked == _pins(), "requirements.lock is stale: run hack/gen_lock.py after hack/gen_constraints.py"
+    assert all("--hash=sha256:" in hashes for _, _, hashes in entries)
+    assert any("--require-hashes" in i.args and "requirements.lock" in i.args for i in _all(dockerfile, "RUN"))
