@@ -680,7 +680,7 @@ class Controller:
             self._hot_loops[resource.uid] = hot
             self._superseded[self.machine_key(obj)] = resource.resource_version
             if decision.capi is not None:
-                await self._retire_template(decision.capi)
+                await self._retire_template_quietly(decision.capi)
             return MachineSetState(decision, patched=True), None
         if result is WriteResult.CONFLICT:
             fresh = await self._read_fresh(writer, obj)
@@ -698,6 +698,14 @@ class Controller:
         if capi is None:
             return await writer.get(str(obj.get("kind", MACHINESET_KIND)), namespace, name)
         return await writer.get(capi, namespace, name, str(obj.get("apiVersion") or "").partition("/")[2] or None)
+
+    async def _retire_template_quietly(self, work: CapiWork) -> None:
+        """The patch is written: a cleanup that fails now is retried after the next update."""
+        try:
+            await self._retire_template(work)
+        except (ApiError, ApiException) as exc:
+            log.warning("old infrastructure template not deleted; tried again after the next update",
+                        kind=work.template_kind, namespace=work.namespace, error=str(exc))
 
     async def _retire_template(self, work: CapiWork) -> None:
         """After a successful CAPI update: the template two generations old (the one the previous
