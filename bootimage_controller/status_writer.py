@@ -45,7 +45,9 @@ if TYPE_CHECKING:
 log = structlog.get_logger(__name__)
 
 
-class WriteResult(Enum):
+class StatusWriteResult(Enum):
+    """How a status write ended (not `writer.WriteResult`, which is about MachineSet patches)."""
+
     WRITTEN = "written"  # the cluster now holds the desired state
     UNCHANGED = "unchanged"  # it already did: nothing was written
     DEFERRED = "deferred"  # the object is missing; write when the controller calls again
@@ -68,7 +70,7 @@ class _Channel(Generic[T]):
     def __init__(
         self,
         name: str,
-        write: Callable[[T], Awaitable[WriteResult]],
+        write: Callable[[T], Awaitable[StatusWriteResult]],
         *,
         interval: float,
         clock: Clock,
@@ -138,17 +140,17 @@ class _Channel(Generic[T]):
                 result = await self._write(desired)
             except ApiException as exc:  # 403, 422, retries exhausted: try again after a backoff
                 log.error("status write failed", object=self.name, error=describe(exc))
-                result = WriteResult.FAILED
+                result = StatusWriteResult.FAILED
             except Exception as exc:  # connection errors after retries, or a bug: keep the loop alive
                 log.error("status write failed", object=self.name, error=describe(exc), exc_info=True)
-                result = WriteResult.FAILED
+                result = StatusWriteResult.FAILED
             finally:
                 self._inflight_key = None
             self._next_allowed = started + self._interval
-            if result in (WriteResult.WRITTEN, WriteResult.UNCHANGED):
+            if result in (StatusWriteResult.WRITTEN, StatusWriteResult.UNCHANGED):
                 self._synced_key = key
                 self._failures = 0
-            elif result is WriteResult.DEFERRED:
+            elif result is StatusWriteResult.DEFERRED:
                 self._synced_key = None
             else:
                 self._dirty = True
@@ -360,7 +362,7 @@ class StatusWriter:
             lambda: self._api.get_cluster_custom_object(group, version, plural, name),
         )
 
-    async def _write_machineconfiguration(self, desired: _McDesired) -> WriteResult:
+    async def _write_machineconfiguration(self, desired: _McDesired) -> StatusWriteResult:
         g, v, p, n = OPERATOR_GROUP, OPERATOR_VERSION, MACHINECONFIGURATION_PLURAL, MACHINECONFIGURATION_NAME
         for _ in range(MAX_CONFLICT_RETRIES):
             try:
@@ -372,7 +374,7 @@ class StatusWriter:
             self._mc_missing_logged = False
             body = self._machineconfiguration_patch(obj, desired)
             if body is None:
-                return WriteResult.UNCHANGED
+                return StatusWriteResult.UNCHANGED
             try:
                 await self._patch_status(g, v, p, n, body)
             except ApiException as exc:
@@ -385,18 +387,18 @@ class StatusWriter:
             log.debug(
                 "MachineConfiguration status written", conditions=[c.state[:2] for c in desired.conditions]
             )
-            return WriteResult.WRITTEN
+            return StatusWriteResult.WRITTEN
         log.warning("MachineConfiguration status kept conflicting; will retry", attempts=MAX_CONFLICT_RETRIES)
-        return WriteResult.FAILED
+        return StatusWriteResult.FAILED
 
-    def _machineconfiguration_missing(self) -> WriteResult:
+    def _machineconfiguration_missing(self) -> StatusWriteResult:
         if not self._mc_missing_logged:
             log.warning(
                 "MachineConfiguration not found; its status will be written when it exists",
                 name=MACHINECONFIGURATION_NAME,
             )
             self._mc_missing_logged = True
-        return WriteResult.DEFERRED
+        return StatusWriteResult.DEFERRED
 
     @staticmethod
     def _machineconfiguration_patch(obj: Mapping[str, Any], desired: _McDesired) -> dict[str, Any] | None:
@@ -415,7 +417,7 @@ class StatusWriter:
         rv = (obj.get("metadata") or {}).get("resourceVersion")
         return {"metadata": {"resourceVersion": rv}, "status": patch}
 
-    async def _write_cluster_operator(self, desired: ClusterOperatorStatus) -> WriteResult:
+    async def _write_cluster_operator(self, desired: ClusterOperatorStatus) -> StatusWriteResult:
         g, v, p, n = CONFIG_GROUP, CONFIG_VERSION, CLUSTEROPERATOR_PLURAL, self.cluster_operator
         for _ in range(MAX_CONFLICT_RETRIES):
             try:
@@ -428,7 +430,7 @@ class StatusWriter:
                     continue  # someone created it meanwhile: read theirs
             body = self._cluster_operator_patch(obj, desired)
             if body is None:
-                return WriteResult.UNCHANGED
+                return StatusWriteResult.UNCHANGED
             try:
                 await self._patch_status(g, v, p, n, body)
             except ApiException as exc:
@@ -436,9 +438,9 @@ class StatusWriter:
                     continue  # conflict, or deleted under us: re-read (and re-create)
                 raise
             log.debug("ClusterOperator status written", name=n)
-            return WriteResult.WRITTEN
+            return StatusWriteResult.WRITTEN
         log.warning("ClusterOperator status kept conflicting; will retry", name=n)
-        return WriteResult.FAILED
+        return StatusWriteResult.FAILED
 
     async def _create_cluster_operator(self) -> Any:
         """Create our ClusterOperator (status is ignored on create: it is a subresource)."""
