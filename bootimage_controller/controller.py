@@ -74,6 +74,7 @@ from .constants import (
 )
 from .context import ClusterFacts, PlanningContext, planning_context
 from .errors import BootImageControllerError
+from .events import EventLane
 from .kube.errors import ApiError
 from .kube.fence import NotLeader, UpgradeGateClosed, WriteRefused, write_preconditions
 from .kube.informer import Informer, ListWatch
@@ -240,7 +241,8 @@ class Controller:
         self._inputs: ClusterInputs | None = None
         self._enqueue: Callable[[str], None] = lambda key: None
         self.informers = self._make_informers(api_client)
-        self.events: Any = None  # events.EventLane, set by the daemon
+        # Set by the daemon once the lane exists (it needs `event_summary_target` of this object).
+        self.events: EventLane | None = None
 
     # ---- informers ------------------------------------------------------------------------------
     def _make_informers(self, api: Any) -> dict[str, Informer]:
