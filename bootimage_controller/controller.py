@@ -81,6 +81,7 @@ from .kube.informer import Informer, ListWatch
 from .kube.workqueue import DONE, ReconcileResult
 from .model import BootImageDecision, MachineResource, Refusal, get_path
 from .planner import authoritative_api, plan_machine
+from .skew.record import ReleaseSource
 from .vsphere.ova import OvaError
 from .vsphere.refresh import Guard, RefreshOutcome
 from .vsphere.topology import TemplateRefresh
@@ -462,7 +463,11 @@ class Controller:
             await self.reconcile_object(key, obj)
         self._enqueue(STATUS_KEY)
         # The status key waits behind every MachineSet queued before it: during a long pass report
-        # progress from here too, at most once per progress interval.
+        # progress from here too, at most once per progress interval, counted from the first
+        # reconcile (a short pass then writes its status once, at the end: a restart on a settled
+        # fleet writes nothing, where a report at its first key showed a transient Progressing).
+        if self._last_report == -math.inf:
+            self._last_report = time.monotonic()
         if time.monotonic() - self._last_report >= max(self.options.progress_interval, REPORT_SPACING * self._report_cost):
             self._report()
         state = self.states.get(key)
@@ -570,7 +575,7 @@ class Controller:
         refresh = decision.template.refresh if decision.template is not None else None
         if refresh is not None:
             built = await self._refresh_template(key, obj, decision, refresh)
-            if built.error is not None or built.decision is not decision or not decision.changes:
+            if built.refreshed is None or not decision.changes:
                 return built  # failed, skipped, or nothing to patch (the template kept its name)
         for _ in range(MAX_CONFLICT_REPLANS):
             try:
@@ -614,7 +619,11 @@ class Controller:
             return MachineSetState.failed(decision, exc.reason, str(exc))
         except VCenterError as exc:
             return MachineSetState.failed(decision, Reason.TEMPLATE_REFRESH_FAILED, f"template {work.name}: {exc}")
-        return MachineSetState(decision, refreshed=outcome)
+        # The template now holds the target: what this MachineSet boots from here on (skew reads
+        # it; no watch event will re-plan it, the MachineSet itself did not change).
+        done = replace(decision, current=decision.target, current_release=decision.target_release,
+                       current_release_source=str(ReleaseSource.CLOUD))
+        return MachineSetState(done, refreshed=outcome)
 
     def _vcenter_guard(self) -> None:
         """Raise `WriteRefused` when a vCenter write must not be sent now: the same checks as a
@@ -833,6 +842,25 @@ class Controller:
         event = _event_for(previous, state)
         if event is not None:
             self.events.post(_involved(obj), *event)
+        if event is not None and state.refreshed is not None and state.refreshed.result != "current":
+            self._tell_template_sharers(obj, state, event)
+
+    def _tell_template_sharers(self, obj: Mapping[str, Any], state: MachineSetState, event: tuple[str, str, str]) -> None:
+        """vSphere: the other MachineSets that boot the replaced template get the Event too (they
+        were not written, and their next decision is a quiet no-op)."""
+        work = state.decision.template
+        assert work is not None and state.refreshed is not None
+        me = self.machine_key(obj)
+        for key, other in self.states.items():
+            theirs = other.decision.template
+            if key == me or theirs is None or theirs.placement.server != work.placement.server:
+                continue
+            if theirs.placement.datacenter == work.placement.datacenter and state.refreshed.name in theirs.names:
+                kind, _, rest = key.partition("/")
+                shared = self.informers[kind].get(rest) if kind in self.informers else None
+                if shared is not None:
+                    assert self.events is not None
+                    self.events.post(_involved(shared), *event)
 
     def event_summary_target(self) -> _InvolvedObject | None:
         """The object summary Events go on (events.EventLane): our claim holder, in the MachineSets'

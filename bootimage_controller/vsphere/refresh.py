@@ -78,6 +78,9 @@ class TemplateRefresher:
         self._slots = asyncio.Semaphore(concurrency)
         self._locks: dict[tuple[str, str, str, str], asyncio.Lock] = {}
         self._crash_at = crash_at if crash_at in CRASH_STEPS else None
+        # The last refresh of each template to each release: a MachineSet that waited on the lock
+        # while another built its template is told what was done, not "it was current".
+        self._done: dict[tuple[tuple[str, str, str, str], str], RefreshOutcome] = {}
 
     @classmethod
     def from_env(cls, cache: OvaCache, concurrency: int = 2) -> TemplateRefresher:
@@ -90,7 +93,13 @@ class TemplateRefresher:
         key = (p.server, p.datacenter, p.folder, work.name)
         lock = self._locks.setdefault(key, asyncio.Lock())
         async with lock, self._slots:
-            return await _Refresh(self, client, work, guard).run()
+            outcome = await _Refresh(self, client, work, guard).run()
+        done_key = (key, work.ova.release)
+        if outcome.result != "current":
+            self._done[done_key] = outcome
+        elif done_key in self._done:
+            return self._done[done_key]  # built for a MachineSet sharing it, moments ago
+        return outcome
 
     def crash_point(self, step: str) -> None:
         if self._crash_at == step:

@@ -25,6 +25,7 @@ from harness.objects import (
     cluster_version,
     get_object,
     infrastructure,
+    kube_request,
     machine_configuration,
     merge_patch,
 )
@@ -192,6 +193,17 @@ async def once(kube_cluster: TestCluster, w: World, *extra: str) -> int:
     ))
 
 
+def _writes() -> dict[tuple[str, str], float]:
+    """Every write the (in-process) daemon has sent so far, by verb and resource."""
+    out: dict[tuple[str, str], float] = {}
+    for metric in obs.REGISTRY.collect():
+        for sample in metric.samples:
+            if sample.name == "bootimage_controller_api_requests_total" and sample.labels["verb"] in ("patch", "create", "update", "delete"):
+                key = (sample.labels["verb"], sample.labels["resource"])
+                out[key] = out.get(key, 0) + sample.value
+    return out
+
+
 def template_field(ms: dict[str, Any]) -> str:
     return str(ms["spec"]["template"]["spec"]["providerSpec"]["value"]["template"])
 
@@ -207,7 +219,8 @@ async def test_an_outdated_template_is_replaced_in_one_pass_and_the_next_pass_ch
     kube_cluster: TestCluster, kube_api: Any, world: World
 ) -> None:
     old_moid = import_template(world.sim, world.ovas.directory / "old.ova", COMPUTED, FOLDER, OLD)
-    await arrange(kube_api, world, vsphere_machineset(world.sim, "workers", COMPUTED))
+    await arrange(kube_api, world, vsphere_machineset(world.sim, "workers", COMPUTED),
+                  vsphere_machineset(world.sim, "more-workers", COMPUTED))
     before = await list_machinesets(kube_api)
     imports = obs.TEMPLATE_IMPORTS.labels(result="imported")._value.get()
 
@@ -220,11 +233,18 @@ async def test_an_outdated_template_is_replaced_in_one_pass_and_the_next_pass_ch
     assert old_moid not in {v[0] for v in vms.values()}, "the old template VM is gone"
     assert not [n for n in vms if n.startswith("bic-")], "no temporary or renamed-away VM is left"
     after = await list_machinesets(kube_api)
-    # The template kept its name: the MachineSet is not written at all.
-    assert after["workers"]["metadata"]["resourceVersion"] == before["workers"]["metadata"]["resourceVersion"]
+    # The template kept its name: the MachineSets are not written at all; each is told by an Event.
+    for name in ("workers", "more-workers"):
+        assert after[name]["metadata"]["resourceVersion"] == before[name]["metadata"]["resourceVersion"]
+    events = await kube_request(kube_api, "GET", f"/api/v1/namespaces/{MAPI_NAMESPACE}/events")
+    told = {e["involvedObject"]["name"] for e in events["items"]
+            if e["reason"] == "BootImageUpdated" and f"vSphere template {COMPUTED} replaced" in e["message"]}
+    assert told == {"workers", "more-workers"}
 
     mc = await get_object(kube_api, machine_configuration())
+    writes = _writes()
     assert await once(kube_cluster, world) == 0
+    assert _writes() == writes, "the second pass sent no write of any kind"
     assert inventory(world.sim) == vms, "the second pass made no vCenter change"
     assert world.ovas.gets("new.ova") == 1
     again = await list_machinesets(kube_api)
