@@ -457,7 +457,10 @@ class PreparedPlan:
     context: PlanningContext
 
     def objects_by_key(self) -> dict[tuple[str, str, str], Mapping[str, Any]]:
-        return {(m.kind, m.namespace, m.name): m.obj for m in self.inputs.machines}
+        """Every planned object by (decision kind, namespace, name): CAPI kinds as `Kind.group`."""
+        out = {(m.kind, m.namespace, m.name): m.obj for m in self.inputs.machines}
+        out.update({(f"{c.kind}.{CAPI_GROUP}", c.namespace, c.name): c.obj for c in self.inputs.capi})
+        return out
 
     def with_cloud(self, cloud: CloudFacts, platforms: frozenset[str]) -> PreparedPlan:
         facts = replace(self.context.facts, cloud=cloud, cloud_platforms=platforms)

@@ -282,16 +282,24 @@ def write_patched(
         obj = objects.get((decision.kind, decision.namespace, decision.name))
         if obj is None:
             continue
-        path = out_dir / manifest_filename(decision)
-        text = _header(decision) + yaml.safe_dump(
-            patched_manifest(obj, decision), sort_keys=False, default_flow_style=False, allow_unicode=True
-        )
-        try:
-            path.write_text(text, encoding="utf-8")
-        except OSError as exc:
-            raise InputError(str(path), None, f"--write-patched: cannot write: {exc.strerror or exc}") from None
-        written.append(path)
+        outputs = [(out_dir / manifest_filename(decision), _header(decision) + _yaml(patched_manifest(obj, decision)))]
+        if decision.capi is not None:
+            # The new infrastructure template goes first (apply in file order): the patched object names it.
+            template_file = out_dir / (_UNSAFE_FILE_CHARS.sub("_", f"{decision.namespace}_{decision.capi.new_name}") + ".yaml")
+            header = (f"# Written by `bootimage-controller plan --write-patched`: {decision.capi.template_kind} "
+                      f"{decision.capi.old_name} with only the boot image changed.\n")
+            outputs.insert(0, (template_file, header + _yaml(decision.capi.new_template)))
+        for path, text in outputs:
+            try:
+                path.write_text(text, encoding="utf-8")
+            except OSError as exc:
+                raise InputError(str(path), None, f"--write-patched: cannot write: {exc.strerror or exc}") from None
+            written.append(path)
     return written
+
+
+def _yaml(obj: Mapping[str, Any]) -> str:
+    return yaml.safe_dump(dict(obj), sort_keys=False, default_flow_style=False, allow_unicode=True)
 
 
 def _header(d: BootImageDecision) -> str:

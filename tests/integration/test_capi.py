@@ -270,10 +270,21 @@ async def test_plan_reads_capi_objects_and_templates_from_files(tmp_path: Path) 
         capi_object("MachineSet", "workers", "AWSMachineTemplate", "t0"),
     ]
     (tmp_path / "cluster.yaml").write_text(yaml.safe_dump_all(docs))
-    result = subprocess.run([sys.executable, "-m", "bootimage_controller", "plan", str(tmp_path), "-o", "json"],
-                            capture_output=True, text=True, timeout=60)
+    out = tmp_path / "patched"
+    result = subprocess.run([sys.executable, "-m", "bootimage_controller", "plan", str(tmp_path / "cluster.yaml"), "-o", "json",
+                             "--write-patched", str(out)], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     row = json.loads(result.stdout)["machineSets"][0]
     assert (row["kind"], row["action"], row["field"]) == ("MachineSet.cluster.x-k8s.io", "patch", "spec.template.spec.ami")
     assert row["current"] == {"template": "AWSMachineTemplate/t0", "image": {"id": AWS_416}}
     assert row["target"]["image"] == {"id": AWS_422} and row["target"]["template"].startswith("AWSMachineTemplate/t0-bic-")
+    # For GitOps: the new template and the MachineSet pointing at it, nothing else changed.
+    new_name = row["target"]["template"].split("/", 1)[1]
+    written = {p.name: yaml.safe_load(p.read_text()) for p in out.iterdir()}
+    assert set(written) == {f"{CAPI_NAMESPACE}_{new_name}.yaml", f"{CAPI_NAMESPACE}_workers.yaml"}
+    assert written[f"{CAPI_NAMESPACE}_{new_name}.yaml"]["spec"]["template"]["spec"] == {"ami": {"id": AWS_422}}
+    patched = written[f"{CAPI_NAMESPACE}_workers.yaml"]
+    assert ref_name(patched) == new_name
+    original = capi_object("MachineSet", "workers", "AWSMachineTemplate", "t0")
+    patched["spec"]["template"]["spec"]["infrastructureRef"]["name"] = "t0"
+    assert patched == original
