@@ -77,6 +77,10 @@ class _Said:
 
 class VSphereChecks:
     REFRESH_SECONDS = 60.0
+    # One inventory read serves every MachineSet of a template for this long (a pass over a large
+    # fleet, or a resync, would otherwise read the datacenter's VM list once per MachineSet).
+    # A refresh drops it: what this process changed is read afresh.
+    LOOKUP_TTL = 30.0
 
     def __init__(self, options: VSphereOptions, read_secret: SecretReader) -> None:
         self.options = options
@@ -88,6 +92,7 @@ class VSphereChecks:
         self._clients: dict[str, tuple[VCenterLogin, VCenterClient]] = {}
         self._said = _Said()
         self._current: dict[TemplateKey, bool] = {}
+        self._found: dict[tuple[str, str, str, tuple[str, ...]], tuple[float, Any]] = {}
         self.refresher = TemplateRefresher.from_env(
             OvaCache(options.ova_cache_dir, max_bytes=options.ova_cache_max_bytes, mirror=options.ova_mirror),
             concurrency=options.concurrency,
@@ -161,11 +166,18 @@ class VSphereChecks:
         if isinstance(login, str):
             return CloudFacts(vcenters_unavailable={p.server: login})
         keys = [TemplateKey(p.server, p.datacenter, p.folder, name) for name in work.names]
-        client = self._client(login)
-        try:
-            found = await client.call(client.session.find, p.datacenter, p.folder, work.names)
-        except VCenterError as exc:
-            return CloudFacts(template_errors=dict.fromkeys(keys, str(exc)))
+        memo_key = (p.server, p.datacenter, p.folder, work.names)
+        now = asyncio.get_running_loop().time()
+        memo = self._found.get(memo_key)
+        if memo is not None and now - memo[0] < self.LOOKUP_TTL:
+            found = memo[1]
+        else:
+            client = self._client(login)
+            try:
+                found = await client.call(client.session.find, p.datacenter, p.folder, work.names)
+            except VCenterError as exc:
+                return CloudFacts(template_errors=dict.fromkeys(keys, str(exc)))
+            self._found[memo_key] = (now, found)
         templates: dict[TemplateKey, TemplateVm | None] = {
             key: (found.get(key.name) or (None, None))[1] for key in keys
         }
@@ -193,6 +205,7 @@ class VSphereChecks:
         try:
             outcome = await self.refresher.refresh(client, work, guard)
         finally:
+            self._found.clear()  # whatever happened in vCenter, read it afresh
             await asyncio.to_thread(client.close)
         p = work.placement
         self._current[TemplateKey(p.server, p.datacenter, p.folder, work.name)] = True
