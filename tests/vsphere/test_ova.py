@@ -97,10 +97,12 @@ async def test_an_interrupted_download_resumes(tmp_path: Path) -> None:
         with pytest.raises(OvaError) as err:
             await cache.fetch(source)
         assert err.value.reason is Reason.OVA_UNAVAILABLE
-        assert (tmp_path / "cache" / f"{sha}.part").stat().st_size == 50_000
+        # What arrived before the cut is kept (how much of the last chunk the client saw varies).
+        kept = (tmp_path / "cache" / f"{sha}.part").stat().st_size
+        assert 0 < kept <= 50_000
         path = await cache.fetch(source)
         assert path.read_bytes() == (tmp_path / "srv" / "r.ova").read_bytes()
-        assert server.requests[-1][1] == "bytes=50000-"
+        assert server.requests[-1][1] == f"bytes={kept}-"
 
 
 async def test_unreachable_or_unverifiable_ovas_are_unavailable(tmp_path: Path) -> None:
