@@ -490,7 +490,7 @@ def _install_crds(cluster: TestCluster) -> None:
     def established() -> bool:
         for crd in crds:
             current = cluster.request("GET", f"{base}/{crd['metadata']['name']}")
-            conditions = current.get("status", {}).get("conditions", [])
+            conditions = (current.get("status") or {}).get("conditions") or []
             if not any(c["type"] == "Established" and c["status"] == "True" for c in conditions):
                 return False
         return True
@@ -528,7 +528,7 @@ def _rejects_empty_strings(cluster: TestCluster) -> bool:
     cluster.request("POST", base, _PROBE_CRD)
     try:
         def established() -> bool:
-            conditions = cluster.request("GET", f"{base}/{name}").get("status", {}).get("conditions", [])
+            conditions = (cluster.request("GET", f"{base}/{name}").get("status") or {}).get("conditions") or []
             return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
 
         _poll(cluster, "kube-apiserver", established)
