@@ -25,7 +25,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from . import observability as obs
 from .capi.planner import ROLLOUT_NOTE, plan_capi
-from .capi.resources import CapiObject, capi_kind_key
+from .capi.resources import INFRA_REF_PATH, CapiObject, capi_kind_key
 from .capi.work import CapiWork
 from .claims import HotLoopRecord, hot_loop_check, hot_loop_key, is_our_reference, record_annotations
 from .cloud.facts import CloudFacts
@@ -544,7 +544,7 @@ class Controller:
 
     def _template_of(self, obj: Mapping[str, Any]) -> dict[str, Any] | None:
         """The infrastructure template a CAPI object names, from the watch cache."""
-        ref = get_path(obj, ("spec", "template", "spec", "infrastructureRef")) or {}
+        ref = get_path(obj, INFRA_REF_PATH) or {}
         informer = self.informers.get(str(ref.get("kind"))) if isinstance(ref, Mapping) else None
         if informer is None or not isinstance(ref.get("name"), str):
             return None
@@ -731,7 +731,7 @@ class Controller:
             return
         # A live list, not the cache: a reference written a moment ago must keep the template.
         for obj in await fresh_capi(self.custom, self.capi_version):
-            ref = get_path(obj, ("spec", "template", "spec", "infrastructureRef")) or {}
+            ref = get_path(obj, INFRA_REF_PATH) or {}
             if ref.get("kind") == work.template_kind and ref.get("name") == retire:
                 return
         meta = target.get("metadata") or {}

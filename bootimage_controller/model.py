@@ -132,6 +132,11 @@ def is_mapping(value: Any) -> TypeGuard[Mapping[str, Any]]:
     return type(value) is dict or isinstance(value, Mapping)
 
 
+def as_mapping(value: Any) -> Mapping[str, Any]:
+    """`value` when it is an object, else an empty one (for reads of optional JSON objects)."""
+    return value if is_mapping(value) else {}
+
+
 def get_path(obj: Any, path: JsonPath, default: Any = None) -> Any:
     """Follow a path through nested dicts/lists; `default` when any step is missing."""
     cur = obj

@@ -499,9 +499,10 @@ def run_planner(prepared: PreparedPlan) -> list[BootImageDecision]:
 def _plan_capi(prepared: PreparedPlan, item: SourcedObject) -> BootImageDecision:
     """A Cluster API object, with the template it names and its Machine API twin from the inputs."""
     from .capi.planner import plan_capi
+    from .capi.resources import INFRA_REF_PATH
 
     ctx, inputs = prepared.context, prepared.inputs
-    ref = get_path(item.obj, ("spec", "template", "spec", "infrastructureRef")) or {}
+    ref = get_path(item.obj, INFRA_REF_PATH) or {}
     found = inputs.templates.get((str(ref.get("kind")), item.namespace, str(ref.get("name")))) if isinstance(ref, Mapping) else None
     authority = None
     if item.kind == MACHINESET_KIND:

@@ -22,7 +22,7 @@ from ..constants import (
     INFRASTRUCTURE_GROUP,
 )
 from ..errors import InputError
-from ..model import JsonPath, OwnerReference, get_path, is_mapping
+from ..model import JsonPath, OwnerReference, as_mapping, get_path, is_mapping
 from ..model import parse_owner_references as _owner_references
 from ..model import parse_string_map as _string_map
 
@@ -82,7 +82,7 @@ class CapiObject:
         if not is_mapping(obj) or capi_kind_key(obj) is None:
             raise InputError(source or "object", "kind", "expected a cluster.x-k8s.io MachineSet or MachineDeployment")
         kind = str(capi_kind_key(obj))
-        meta = _obj(obj.get("metadata"))
+        meta = as_mapping(obj.get("metadata"))
         name, namespace = str(meta.get("name") or ""), str(meta.get("namespace") or "")
         where = f"{source + ': ' if source else ''}{kind} {namespace}/{name}"
         if not name:
@@ -120,7 +120,7 @@ class CapiObject:
         """Why a MachineDeployment is mid-rollout (None when settled). A MachineSet never is."""
         if not self.is_deployment:
             return None
-        status = _obj(self.raw.get("status"))
+        status = as_mapping(self.raw.get("status"))
         if not status:
             return None  # never reconciled by CAPI: it has no Machines to roll
         observed = status.get("observedGeneration")
@@ -155,7 +155,7 @@ class InfraTemplate:
 
     @classmethod
     def from_object(cls, obj: Any) -> InfraTemplate:
-        meta = _obj(obj.get("metadata"))
+        meta = as_mapping(obj.get("metadata"))
         kind, name, ns = str(obj.get("kind")), str(meta.get("name") or ""), str(meta.get("namespace") or "")
         where = f"{kind} {ns}/{name}"
         spec = get_path(obj, TEMPLATE_SPEC_PATH)
@@ -172,10 +172,6 @@ class InfraTemplate:
             annotations=_string_map(meta.get("annotations"), where, "metadata.annotations"),
             raw=obj,
         )
-
-
-def _obj(value: Any) -> Mapping[str, Any]:
-    return value if is_mapping(value) else {}
 
 
 def is_template_kind(kind: str, group: str) -> bool:
