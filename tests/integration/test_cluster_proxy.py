@@ -14,18 +14,13 @@ import pytest
 from harness.cluster import TestCluster
 from harness.objects import (
     apply,
-    bootimages_configmap,
-    cluster_version,
-    infrastructure,
     kube_request,
-    machine_configuration,
 )
-from harness.objects import machineset_from_fixture as ms_fixture
 
 from bootimage_controller import daemon
 
-from .daemon_helpers import run_args, user_data_secret
-from .test_daemon_cloud import credentials_secret, moto  # noqa: F401  (the moto fixture)
+from .daemon_helpers import run_args
+from .test_daemon_cloud import aws_cluster_with_credentials, moto  # noqa: F401  (the moto fixture)
 
 pytestmark = pytest.mark.integration
 PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy")
@@ -78,13 +73,7 @@ async def test_ec2_calls_go_through_the_proxy_the_cluster_names(
     for name in PROXY_VARIABLES:
         os.environ.pop(name, None)
     try:
-        await apply(kube_api, infrastructure("AWS"))
-        await apply(kube_api, cluster_version())
-        await apply(kube_api, machine_configuration())
-        await apply(kube_api, bootimages_configmap("coreos-bootimages-4.22-multistream.yaml"))
-        await apply(kube_api, user_data_secret())
-        await apply(kube_api, credentials_secret("AKIDEXAMPLEKEY123456", "not-a-real-secret-value-0123456789"))
-        await apply(kube_api, ms_fixture("aws-x86_64-us-east-1a-4.16.yaml", "east-1"))
+        await aws_cluster_with_credentials(kube_api)
         await apply(kube_api, {"apiVersion": "config.openshift.io/v1", "kind": "Proxy", "metadata": {"name": "cluster"},
                                "spec": {}})
         await kube_request(kube_api, "PATCH", "/apis/config.openshift.io/v1/proxies/cluster/status",

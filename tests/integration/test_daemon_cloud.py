@@ -77,6 +77,17 @@ def credentials_secret(key_id: str, secret: str) -> dict[str, Any]:
     }
 
 
+async def aws_cluster_with_credentials(kube_api: Any) -> None:
+    """An AWS cluster on 4.22's golden data, EC2 credentials, and one stale MachineSet `east-1`."""
+    await apply(kube_api, infrastructure("AWS"))
+    await apply(kube_api, cluster_version())
+    await apply(kube_api, machine_configuration())
+    await apply(kube_api, bootimages_configmap("coreos-bootimages-4.22-multistream.yaml"))
+    await apply(kube_api, user_data_secret())
+    await apply(kube_api, credentials_secret("AKIDEXAMPLEKEY123456", "not-a-real-secret-value-0123456789"))
+    await apply(kube_api, ms_fixture("aws-x86_64-us-east-1a-4.16.yaml", "east-1"))
+
+
 def ami_of(fleet: dict[str, dict[str, Any]], name: str) -> Any:
     return fleet[name]["spec"]["template"]["spec"]["providerSpec"]["value"]["ami"]
 
@@ -87,13 +98,7 @@ async def test_daemon_patches_only_to_images_ec2_has_and_identifies_custom_amis(
     # The 4.22 target in us-east-2 is deregistered: the daemon must not patch that MachineSet.
     ec2 = boto3.client("ec2", region_name="us-east-2", aws_access_key_id="k", aws_secret_access_key="s")
     ec2.deregister_image(ImageId=AWS_422_US_EAST_2)
-    await apply(kube_api, infrastructure("AWS"))
-    await apply(kube_api, cluster_version())
-    await apply(kube_api, machine_configuration())
-    await apply(kube_api, bootimages_configmap("coreos-bootimages-4.22-multistream.yaml"))
-    await apply(kube_api, user_data_secret())
-    await apply(kube_api, credentials_secret("AKIDEXAMPLEKEY123456", "not-a-real-secret-value-0123456789"))
-    await apply(kube_api, ms_fixture("aws-x86_64-us-east-1a-4.16.yaml", "east-1"))
+    await aws_cluster_with_credentials(kube_api)
     east2 = ms_fixture("aws-x86_64-us-east-1a-4.16.yaml", "east-2")
     east2["spec"]["template"]["spec"]["providerSpec"]["value"]["placement"] = {
         "availabilityZone": "us-east-2a",
