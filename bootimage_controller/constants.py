@@ -240,6 +240,9 @@ class Reason(StrEnum):
     INVALID_PROVIDER_SPEC = "InvalidProviderSpec"
     INVALID_OBJECT = "InvalidObject"
     INVALID_STREAM_DATA = "InvalidStreamData"
+    # The stream parsed, but the entry this MachineSet needs is not a usable boot image (an empty or
+    # malformed id, a wrong type): the message names the stream, ConfigMap key and JSON path.
+    BOOT_IMAGES_CONFIGMAP_INVALID = "BootImagesConfigMapInvalid"
     TARGET_IMAGE_NOT_FOUND = "TargetImageNotFound"
     CLOUD_UNAVAILABLE = "CloudUnavailable"
     HOT_LOOP = "HotLoop"

@@ -3,6 +3,15 @@
 Only the paths the platform rules use are modelled (reference/stream-metadata.md sections 1.2-1.4);
 unknown keys are ignored because new artifacts keep appearing. Every error names the ConfigMap key
 and the JSON path inside it, so an administrator can find the broken value.
+
+Hostile until validated (issue 24): the text is bounded in size before it is parsed and every parse
+error is caught (integer digit limits included); every value that can become a patch target is
+checked to be a well-formed id for its platform (an AMI id, a GCP project and image name, Azure
+marketplace fields, an OVA's https location and hex sha256), never an empty or odd string. A broken
+entry (one AWS region, one architecture's GCP image, one Azure variant, one OVA) is kept aside in
+`invalid` with its JSON path and the rules answer `error BootImagesConfigMapInvalid` for the
+MachineSets that need it, while every other MachineSet is still planned. Architectures other than
+the four RPM ones are ignored.
 """
 
 from __future__ import annotations
@@ -20,6 +29,7 @@ from .constants import (
     CM_KEY_RELEASE_VERSION,
     CM_KEY_STREAM,
     CM_KEY_STREAMS,
+    RPM_ARCHES,
     UNKNOWN_RELEASE_VERSION,
 )
 from .errors import GoldenDataError
@@ -27,6 +37,17 @@ from .skew.versions import rhel_major_of
 
 AZURE_VARIANTS = ("no-purchase-plan", "ocp", "opp", "oke", "ocp-emea", "opp-emea", "oke-emea")
 AZURE_GENERATIONS = ("hyperVGen1", "hyperVGen2")
+# A ConfigMap holds at most 1 MiB and real streams are ~100 KiB; `plan --bootimages` reads files, so
+# the bound is generous (a 50 MB test stream still parses) but there is one.
+MAX_STREAM_JSON = 64 * 1024 * 1024
+# What a patch target may look like, per platform (fullmatch).
+AMI_ID = re.compile(r"ami-[0-9a-f]{8,17}")
+GCP_PROJECT = re.compile(r"[a-z][-a-z0-9]{4,28}[a-z0-9]")
+GCP_IMAGE_NAME = re.compile(r"[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?")
+AZURE_FIELD = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+RELEASE_ID = re.compile(r"[0-9A-Za-z][0-9A-Za-z._-]{0,127}")
+SHA256_HEX = re.compile(r"[0-9a-f]{64}")
+OVA_LOCATION = re.compile(r"https?://[^\s]{1,2040}")
 
 
 @dataclass(frozen=True)
@@ -75,6 +96,13 @@ class ArchBootImages:
     gcp: GcpImage | None
     azure_marketplace: Mapping[str, Mapping[str, AzureMarketplaceImage]] | None
     vmware: VmwareArtifact | None
+    # Entries that failed validation, by what they would have given: `aws`, `aws/<region>`, `gcp`,
+    # `azure`, `azure/<variant>/<generation>`, `vmware`; the value names the ConfigMap and JSON path.
+    invalid: Mapping[str, str] = field(default_factory=dict)
+
+    def problem(self, *keys: str) -> str | None:
+        """Why the first of `keys` that failed validation is unusable (None: none did)."""
+        return next((self.invalid[k] for k in keys if k in self.invalid), None)
 
     @cached_property
     def aws_release_by_ami(self) -> Mapping[str, str]:
@@ -96,6 +124,7 @@ class GoldenStream:
     declared_stream: str | None  # the document's own `stream` field: informational, unreliable
     architectures: Mapping[str, ArchBootImages]
     source: str
+    invalid_archs: Mapping[str, str] = field(default_factory=dict)  # arch -> why it is unusable
 
     def arch(self, arch: str) -> ArchBootImages | None:
         return self.architectures.get(arch)
@@ -205,6 +234,8 @@ def _candidate_names(label: str) -> list[str]:
 
 
 def _loads(text: str, where: str, key: str) -> Any:
+    if len(text) > MAX_STREAM_JSON:
+        raise GoldenDataError(where, key or None, f"{len(text)} characters: more than a stream can be ({MAX_STREAM_JSON})")
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
@@ -213,6 +244,8 @@ def _loads(text: str, where: str, key: str) -> Any:
         ) from None
     except RecursionError:
         raise GoldenDataError(where, key or None, "JSON nested too deeply") from None
+    except ValueError as exc:  # e.g. an integer over Python's digit limit
+        raise GoldenDataError(where, key or None, f"unusable JSON: {str(exc)[:200]}") from None
 
 
 def _parse_streams(
@@ -265,6 +298,22 @@ class _Doc:
             raise self.fail(path, f"expected a string, got {_type(value)}")
         return value
 
+    def ident(self, value: Any, path: str, pattern: re.Pattern[str], what: str) -> str:
+        """A string that can become a patch target: it must be a well-formed `what`."""
+        text = self.string(value, path)
+        if not pattern.fullmatch(text):
+            shown = repr(text) if len(text) <= 80 else f"{text[:80]!r}... ({len(text)} characters)"
+            raise self.fail(path, f"{shown} is not a well-formed {what}")
+        return text
+
+    def entry(self, invalid: dict[str, str], key: str, parse: Any) -> Any:
+        """`parse()`, or None with the failure kept in `invalid[key]`: one bad entry spoils only itself."""
+        try:
+            return parse()
+        except GoldenDataError as exc:
+            invalid[key] = str(exc)
+            return None
+
 
 def _type(value: Any) -> str:
     return "null" if value is None else type(value).__name__
@@ -277,12 +326,22 @@ def parse_stream(doc: Any, name: str | None, source: str) -> GoldenStream:
     assert top is not None
     archs_raw = d.obj(top.get("architectures"), "architectures")
     assert archs_raw is not None
-    archs = {arch: _parse_arch(d, arch, value) for arch, value in archs_raw.items()}
+    archs: dict[str, ArchBootImages] = {}
+    invalid: dict[str, str] = {}
+    for arch, value in archs_raw.items():
+        if arch not in RPM_ARCHES:
+            continue  # an architecture no MachineSet can name (rule 5): not ours to judge
+        parsed = d.entry(invalid, arch, lambda arch=arch, value=value: _parse_arch(d, arch, value))
+        if parsed is not None:
+            archs[arch] = parsed
+    if invalid and not archs:
+        # Nothing usable at all: the stream itself is broken, not one entry of it.
+        raise GoldenDataError(source, None, "; ".join(invalid.values()))
     major = _stream_rhel_major(archs.values())
     declared = top.get("stream") if isinstance(top.get("stream"), str) else None
     if name is None:
         name = f"rhel-{major}" if major is not None else (declared or "default")
-    return GoldenStream(name, major, declared, archs, source)
+    return GoldenStream(name, major, declared, archs, source, invalid)
 
 
 def _stream_rhel_major(archs: Any) -> int | None:
@@ -303,25 +362,30 @@ def _parse_arch(d: _Doc, arch: str, value: Any) -> ArchBootImages:
     artifacts = d.obj(node.get("artifacts"), f"{base}.artifacts", optional=True) or {}
     releases: dict[str, str] = {}
     vmware = None
+    invalid: dict[str, str] = {}
     for platform, art in artifacts.items():
         art_obj = d.obj(art, f"{base}.artifacts.{platform}")
         assert art_obj is not None
-        releases[platform] = d.string(art_obj.get("release"), f"{base}.artifacts.{platform}.release")
+        releases[platform] = d.ident(art_obj.get("release"), f"{base}.artifacts.{platform}.release", RELEASE_ID,
+                                     "release id")
         if platform == "vmware":
-            vmware = _parse_vmware(d, art_obj, f"{base}.artifacts.vmware", releases[platform])
+            vmware = d.entry(invalid, "vmware", lambda art_obj=art_obj: _parse_vmware(
+                d, art_obj, f"{base}.artifacts.vmware", releases["vmware"]))
     images = d.obj(node.get("images"), f"{base}.images", optional=True) or {}
     exts = d.obj(node.get("rhel-coreos-extensions"), f"{base}.rhel-coreos-extensions", optional=True) or {}
+    market = f"{base}.rhel-coreos-extensions.marketplace"
     return ArchBootImages(
         arch=arch,
         artifact_releases=releases,
-        aws_regions=_parse_aws(d, images.get("aws"), f"{base}.images.aws"),
-        gcp=_parse_gcp(d, images.get("gcp"), f"{base}.images.gcp"),
-        azure_marketplace=_parse_azure(d, exts.get("marketplace"), f"{base}.rhel-coreos-extensions.marketplace"),
+        aws_regions=d.entry(invalid, "aws", lambda: _parse_aws(d, images.get("aws"), f"{base}.images.aws", invalid)),
+        gcp=d.entry(invalid, "gcp", lambda: _parse_gcp(d, images.get("gcp"), f"{base}.images.gcp")),
+        azure_marketplace=d.entry(invalid, "azure", lambda: _parse_azure(d, exts.get("marketplace"), market, invalid)),
         vmware=vmware,
+        invalid=invalid,
     )
 
 
-def _parse_aws(d: _Doc, value: Any, path: str) -> dict[str, AwsRegionImage] | None:
+def _parse_aws(d: _Doc, value: Any, path: str, invalid: dict[str, str]) -> dict[str, AwsRegionImage] | None:
     aws = d.obj(value, path, optional=True)
     if aws is None:
         return None
@@ -329,11 +393,16 @@ def _parse_aws(d: _Doc, value: Any, path: str) -> dict[str, AwsRegionImage] | No
     out = {}
     for region, entry in regions.items():
         p = f"{path}.regions.{region}"
-        e = d.obj(entry, p)
-        assert e is not None
-        out[region] = AwsRegionImage(
-            region, d.string(e.get("image"), f"{p}.image"), d.string(e.get("release"), f"{p}.release")
-        )
+
+        def one(region: str = region, entry: Any = entry, p: str = p) -> AwsRegionImage:
+            e = d.obj(entry, p)
+            assert e is not None
+            return AwsRegionImage(region, d.ident(e.get("image"), f"{p}.image", AMI_ID, "AMI id"),
+                                  d.ident(e.get("release"), f"{p}.release", RELEASE_ID, "release id"))
+
+        parsed = d.entry(invalid, f"aws/{region}", one)
+        if parsed is not None:
+            out[region] = parsed
     return out
 
 
@@ -342,14 +411,14 @@ def _parse_gcp(d: _Doc, value: Any, path: str) -> GcpImage | None:
     if gcp is None:
         return None
     return GcpImage(
-        project=d.string(gcp.get("project"), f"{path}.project"),
-        name=d.string(gcp.get("name"), f"{path}.name"),
-        release=d.string(gcp.get("release"), f"{path}.release"),
+        project=d.ident(gcp.get("project"), f"{path}.project", GCP_PROJECT, "GCP project id"),
+        name=d.ident(gcp.get("name"), f"{path}.name", GCP_IMAGE_NAME, "GCP image name"),
+        release=d.ident(gcp.get("release"), f"{path}.release", RELEASE_ID, "release id"),
     )
 
 
 def _parse_azure(
-    d: _Doc, value: Any, path: str
+    d: _Doc, value: Any, path: str, invalid: dict[str, str]
 ) -> dict[str, dict[str, AzureMarketplaceImage]] | None:
     market = d.obj(value, path, optional=True)
     if market is None:
@@ -364,27 +433,36 @@ def _parse_azure(
         out[variant] = {}
         for gen, img in gens_obj.items():
             p = f"{path}.azure.{variant}.{gen}"
-            i = d.obj(img, p)
-            assert i is not None
-            out[variant][gen] = AzureMarketplaceImage(
-                variant=variant,
-                generation=gen,
-                publisher=d.string(i.get("publisher"), f"{p}.publisher"),
-                offer=d.string(i.get("offer"), f"{p}.offer"),
-                sku=d.string(i.get("sku"), f"{p}.sku"),
-                version=d.string(i.get("version"), f"{p}.version"),
-            )
+
+            def one(variant: str = variant, gen: str = gen, img: Any = img, p: str = p) -> AzureMarketplaceImage:
+                i = d.obj(img, p)
+                assert i is not None
+                return AzureMarketplaceImage(
+                    variant=variant,
+                    generation=gen,
+                    **{k: d.ident(i.get(k), f"{p}.{k}", AZURE_FIELD, f"Azure marketplace {k}")
+                       for k in ("publisher", "offer", "sku", "version")},
+                )
+
+            parsed = d.entry(invalid, f"azure/{variant}/{gen}", one)
+            if parsed is not None:
+                out[variant][gen] = parsed
     return out
 
 
 def _parse_vmware(d: _Doc, art: Mapping[str, Any], path: str, release: str) -> VmwareArtifact:
+    """The OVA: its location must be an http(s) URL and its sha256 64 hex digits (it names the
+    cached file: a checksum is data, never a path), or both absent."""
     formats = d.obj(art.get("formats"), f"{path}.formats", optional=True) or {}
     ova = d.obj(formats.get("ova"), f"{path}.formats.ova", optional=True) or {}
     disk = d.obj(ova.get("disk"), f"{path}.formats.ova.disk", optional=True) or {}
+    location, sha256 = disk.get("location"), disk.get("sha256")
+    p = f"{path}.formats.ova.disk"
     return VmwareArtifact(
         release=release,
-        location=d.string(disk.get("location"), f"{path}.formats.ova.disk.location", optional=True),
-        sha256=d.string(disk.get("sha256"), f"{path}.formats.ova.disk.sha256", optional=True),
+        location=d.ident(location, f"{p}.location", OVA_LOCATION, "http(s) URL") if location is not None else "",
+        sha256=d.ident(sha256.lower() if isinstance(sha256, str) else sha256, f"{p}.sha256", SHA256_HEX,
+                       "sha256 (64 hex digits)") if sha256 is not None else "",
     )
 
 

@@ -175,6 +175,12 @@ class _Planner:
             return arch_or_decision
         self.arch = arch_or_decision
         images = found.stream.arch(self.arch)
+        if images is None and self.arch in found.stream.invalid_archs:
+            return self.error(
+                Reason.BOOT_IMAGES_CONFIGMAP_INVALID,
+                f"{self.r.display}: its boot images in stream {found.name} are unusable: "
+                f"{found.stream.invalid_archs[self.arch]}",
+            )
         if images is None:
             return self.skip(
                 Reason.ARCHITECTURE_NOT_IN_STREAM,

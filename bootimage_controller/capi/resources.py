@@ -126,13 +126,42 @@ class CapiObject:
         observed = status.get("observedGeneration")
         if self.generation is not None and observed != self.generation:
             return f"status.observedGeneration {observed} is behind metadata.generation {self.generation}"
+        rolling = _condition(status, "RollingOut")
+        if rolling is not None and rolling.get("status") == "True":
+            return f"condition RollingOut is True ({rolling.get('message') or rolling.get('reason') or 'no message'})"
         spec_replicas = get_path(self.raw, ("spec", "replicas"))
-        replicas, updated = status.get("replicas", 0) or 0, status.get("updatedReplicas", 0) or 0
+        replicas = status.get("replicas", 0) or 0
+        updated, field = self._updated_replicas(status)
+        if updated is None:
+            return None  # this version reports no count of updated replicas: judged by RollingOut alone
         if isinstance(spec_replicas, int) and updated < spec_replicas:
-            return f"{updated} of {spec_replicas} replicas updated"
+            return f"{updated} of {spec_replicas} replicas updated ({field})"
         if replicas != updated:
-            return f"{replicas} replicas, {updated} updated (old machines still being replaced)"
+            return f"{replicas} replicas, {updated} updated ({field}; old machines still being replaced)"
         return None
+
+    def _updated_replicas(self, status: Mapping[str, Any]) -> tuple[int | None, str]:
+        """The count of machines on the current template, where the version in use keeps it:
+        v1beta2 `status.upToDateReplicas` (or its `deprecated.v1beta1.updatedReplicas`), v1beta1
+        `status.updatedReplicas` (issue 24: v1beta2 has no `updatedReplicas`)."""
+        candidates: tuple[tuple[str, ...], ...] = (("updatedReplicas",),)
+        if self.api_version.endswith("/v1beta2"):
+            candidates = (("upToDateReplicas",), ("deprecated", "v1beta1", "updatedReplicas"))
+        for path in candidates:
+            value = get_path(status, path)
+            if isinstance(value, int) and not isinstance(value, bool):
+                return value, "status." + ".".join(path)
+        if self.api_version.endswith("/v1beta2"):
+            return None, ""
+        return 0, "status.updatedReplicas"
+
+
+def _condition(status: Mapping[str, Any], type_: str) -> Mapping[str, Any] | None:
+    conditions = status.get("conditions")
+    for c in conditions if isinstance(conditions, list) else ():
+        if is_mapping(c) and c.get("type") == type_:
+            return c
+    return None
 
 
 @dataclass(frozen=True)

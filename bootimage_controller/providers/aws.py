@@ -22,7 +22,7 @@ from ..cloud.releases import release_in_text
 from ..constants import AWS_MARKETPLACE_OWNER, AWS_RED_HAT_OWNER, Platform, Reason
 from ..model import FieldChange
 from ._common import ReleaseSource, SpecReader, image_key, verify_target
-from .base import RuleContext, RuleOutcome, Skip, Target
+from .base import RuleContext, RuleOutcome, Skip, Target, invalid_golden
 
 
 @dataclass(frozen=True)
@@ -75,6 +75,9 @@ def _standard(ctx: RuleContext, read: SpecReader, ami: _Ami, cloud: CloudImage |
     who = ctx.resource.display
     field = read.path("ami")
     regions = ctx.images.aws_regions
+    broken = invalid_golden(ctx, field, "aws", f"aws/{ami.region}")
+    if broken is not None:
+        return broken
     if regions is None:
         return Skip(
             Reason.IMAGE_NOT_IN_STREAM,

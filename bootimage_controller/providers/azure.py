@@ -27,7 +27,7 @@ from ..constants import Platform, Reason
 from ..golden import ArchBootImages, AzureMarketplaceImage
 from ..model import FieldChange
 from ._common import ReleaseSource, SpecReader, verify_target
-from .base import RuleContext, RuleOutcome, Skip, Target
+from .base import RuleContext, RuleOutcome, Skip, Target, invalid_golden
 
 IMAGE_FIELDS = ("publisher", "offer", "sku", "version", "resourceID", "type")
 NO_PURCHASE_PLAN = "no-purchase-plan"
@@ -102,6 +102,9 @@ class AzureRules:
                 location=location,
             )
 
+        broken = invalid_golden(ctx, field, "azure", f"azure/{variant}/{generation}")
+        if broken is not None:
+            return broken
         if ctx.images.azure_marketplace is None:
             return missing("no rhel-coreos-extensions.marketplace.azure data")
         found = ctx.images.azure_image(variant, generation)

@@ -74,6 +74,16 @@ class Failure:
 RuleOutcome = Target | Skip | Failure
 
 
+def invalid_golden(ctx: RuleContext, field: JsonPath | None, *keys: str) -> Failure | None:
+    """`error BootImagesConfigMapInvalid` when the golden entry this MachineSet needs failed
+    validation (golden.ArchBootImages.invalid): never a patch to what is not a boot image."""
+    problem = ctx.images.problem(*keys)
+    if problem is None:
+        return None
+    return Failure(Reason.BOOT_IMAGES_CONFIGMAP_INVALID,
+                   f"{ctx.resource.display}: its boot image in stream {ctx.stream.name} is unusable: {problem}", field)
+
+
 class PlatformRules(Protocol):
     platform: Platform
 

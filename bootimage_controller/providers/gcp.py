@@ -18,7 +18,7 @@ from ..constants import GCP_RHCOS_IMAGE_PREFIX, Platform, Reason
 from ..golden import ArchBootImages
 from ..model import FieldChange, JsonPath, is_mapping
 from ._common import ReleaseSource, SpecReader, verify_target
-from .base import RuleContext, RuleOutcome, Skip, Target
+from .base import RuleContext, RuleOutcome, Skip, Target, invalid_golden
 
 
 @dataclass(frozen=True)
@@ -44,6 +44,9 @@ class GcpRules:
             )
         gcp = ctx.images.gcp
         first = disks[0]
+        broken = invalid_golden(ctx, first.path, "gcp")
+        if broken is not None:
+            return broken
         if gcp is None:
             return Skip(
                 Reason.IMAGE_NOT_IN_STREAM,

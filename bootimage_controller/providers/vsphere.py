@@ -35,7 +35,7 @@ from ..vsphere.topology import (
     resolve_placement,
 )
 from ._common import ReleaseSource, SpecReader
-from .base import Failure, RuleContext, RuleOutcome, Skip, Target
+from .base import Failure, RuleContext, RuleOutcome, Skip, Target, invalid_golden
 
 
 class VSphereRules:
@@ -56,6 +56,9 @@ class VSphereRules:
             vm_group=read.string("workspace", "vmGroup"),
         )
         vmware = ctx.images.vmware
+        broken = invalid_golden(ctx, field, "vmware")
+        if broken is not None:
+            return broken
         if vmware is None or not vmware.release:
             return Skip(
                 Reason.IMAGE_NOT_IN_STREAM,

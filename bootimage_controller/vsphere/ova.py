@@ -29,6 +29,7 @@ import structlog
 
 from .. import observability as obs
 from ..constants import Reason
+from ..golden import SHA256_HEX
 from .topology import OvaSource
 
 log = structlog.get_logger(__name__)
@@ -36,6 +37,7 @@ log = structlog.get_logger(__name__)
 CHUNK = 1 << 20
 PROGRESS_EVERY = 64 << 20  # a log line per 64 MiB downloaded
 DEFAULT_MAX_BYTES = 8 << 30  # about four RHCOS OVAs
+SHA256_FIELD = "artifacts.vmware.formats.ova.disk.sha256"
 
 
 class OvaError(Exception):
@@ -118,7 +120,13 @@ class OvaCache:
         self._verified: set[Path] = set()
 
     def path_for(self, sha256: str) -> Path:
-        return self.directory / f"{sha256}.ova"
+        """The cache file of a validated digest: a checksum is data, never a path (issue 24)."""
+        if not SHA256_HEX.fullmatch(sha256):
+            raise OvaError(Reason.BOOT_IMAGES_CONFIGMAP_INVALID, f"{SHA256_FIELD} {_shown(sha256)} is not a sha256 "
+                           "(64 hex digits): nothing is read, written or deleted for it")
+        path = self.directory / f"{sha256}.ova"
+        assert path.parent == self.directory  # 64 hex digits cannot leave the directory
+        return path
 
     async def fetch(self, ova: OvaSource) -> Path:
         """The verified OVA on disk. Raises `OvaError`."""
@@ -126,6 +134,7 @@ class OvaCache:
             raise OvaError(Reason.OVA_UNAVAILABLE, f"the stream gives no sha256 for {ova.url}: refusing an OVA "
                            "that cannot be verified")
         sha = ova.sha256.lower()
+        self.path_for(sha)  # validated before any lock, file or download is made for it
         lock = self._locks.setdefault(sha, asyncio.Lock())
         async with lock:
             final = self.path_for(sha)
@@ -144,7 +153,7 @@ class OvaCache:
     async def _download(self, ova: OvaSource, sha: str) -> Path:
         self.directory.mkdir(parents=True, exist_ok=True)
         url = mirror_url(ova.url, self.mirror)
-        part = self.directory / f"{sha}.part"
+        part = self.path_for(sha).with_suffix(".part")
         try:
             await self._get(url, part)
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
@@ -203,6 +212,10 @@ class OvaCache:
             path.unlink(missing_ok=True)
             self._verified.discard(path)
             log.info("OVA cache entry evicted", path=str(path), limit_bytes=self.max_bytes)
+
+
+def _shown(value: str) -> str:
+    return repr(value) if len(value) <= 80 else f"{value[:80]!r}... ({len(value)} characters)"
 
 
 def _file_sha256(path: Path) -> str:

@@ -281,6 +281,16 @@ def _streams_text(text: str) -> Callable[[Obj], None]:
 
 
 RHEL10: Final = {OSSTREAM: "rhel-10"}
+_US_EAST_1: Final = ("architectures", "x86_64", "images", "aws", "regions", "us-east-1")
+
+
+def _edit_stream(change: Callable[[Obj], None]) -> Callable[[Obj], None]:
+    def edit(cm: Obj) -> None:
+        doc = default_stream(cm)
+        change(doc)
+        set_default_stream(cm, doc)
+
+    return edit
 GOLDEN_CASES: Final[tuple[GoldenCase, ...]] = (
     GoldenCase(
         "stream-without-x86_64",
@@ -312,9 +322,59 @@ GOLDEN_CASES: Final[tuple[GoldenCase, ...]] = (
             {"architectures": {"x86_64": {"images": {"aws": {"regions": {"us-east-1": {"image": 5, "release": "10.2.20260423-0"}}}}}}},
         ),
         (
-            Expect(AWS, "error", "InvalidStreamData", ("rhel-10", "architectures.x86_64.images.aws.regions.us-east-1.image"), RHEL10),
+            Expect(AWS, "error", "BootImagesConfigMapInvalid",
+                   ("rhel-10", "architectures.x86_64.images.aws.regions.us-east-1.image"), RHEL10),
             Expect(AWS, "patch", "BootImageOutdated"),
         ),
+    ),
+    # Issue 24: what cannot be a boot image is never a target; only the MachineSets that need it suffer.
+    GoldenCase(
+        "region-image-empty",
+        _edit_stream(lambda d: put(d, (*_US_EAST_1, "image"), "")),
+        (Expect(AWS, "error", "BootImagesConfigMapInvalid", ("data.stream", "regions.us-east-1.image", "AMI id")),
+         Expect(GCP, "patch", "BootImageOutdated")),
+    ),
+    GoldenCase(
+        "region-image-whitespace",
+        _edit_stream(lambda d: put(d, (*_US_EAST_1, "image"), "  ")),
+        (Expect(AWS, "error", "BootImagesConfigMapInvalid", ("regions.us-east-1.image",)),
+         Expect("aws-aarch64-us-east-2a-4.16.yaml", "patch", "BootImageOutdated")),
+    ),
+    GoldenCase(
+        "region-image-a-number",
+        _edit_stream(lambda d: put(d, (*_US_EAST_1, "image"), 5)),
+        (Expect(AWS, "error", "BootImagesConfigMapInvalid", ("data.stream", "architectures.x86_64.images.aws.regions.us-east-1.image")),
+         Expect(GCP, "patch", "BootImageOutdated")),
+    ),
+    GoldenCase(
+        "gcp-name-missing",
+        _edit_stream(lambda d: drop(d, ("architectures", "x86_64", "images", "gcp", "name"))),
+        (Expect(GCP, "error", "BootImagesConfigMapInvalid", ("data.stream", "architectures.x86_64.images.gcp.name")),
+         Expect(AWS, "patch", "BootImageOutdated")),
+    ),
+    GoldenCase(
+        "gcp-name-a-path",
+        _edit_stream(lambda d: put(d, ("architectures", "x86_64", "images", "gcp", "name"), "../../x")),
+        (Expect(GCP, "error", "BootImagesConfigMapInvalid", ("images.gcp.name", "GCP image name")),
+         Expect(AWS, "patch", "BootImageOutdated")),
+    ),
+    GoldenCase(
+        "release-a-number",
+        _edit_stream(lambda d: put(d, ("architectures", "aarch64", "artifacts", "aws", "release"), 9.6)),
+        (Expect("aws-aarch64-us-east-2a-4.16.yaml", "error", "BootImagesConfigMapInvalid",
+                ("data.stream", "architectures.aarch64.artifacts.aws.release")),
+         Expect(AWS, "patch", "BootImageOutdated")),
+    ),
+    GoldenCase(
+        "unknown-architecture-ignored",
+        _edit_stream(lambda d: put(d, ("architectures", "riscv64"), "whatever a future stream says")),
+        (Expect(AWS, "patch", "BootImageOutdated"),),
+    ),
+    GoldenCase(
+        "streams-with-a-5000-digit-integer",
+        _streams_text('{"rhel-10": {"architectures": {}, "size": ' + "9" * 5000 + "}}"),
+        (Expect(AWS, "error", "InvalidStreamData", ("data.streams", "unusable JSON"), RHEL10),
+         Expect(AWS, "patch", "BootImageOutdated")),
     ),
     GoldenCase(
         "streams-not-json",
@@ -351,14 +411,6 @@ def _stream_json(doc: Any) -> Callable[[Obj], None]:
     return lambda cm: put(cm, ("data", "stream"), json.dumps(doc))
 
 
-def _edit_stream(change: Callable[[Obj], None]) -> Callable[[Obj], None]:
-    def edit(cm: Obj) -> None:
-        doc = default_stream(cm)
-        change(doc)
-        set_default_stream(cm, doc)
-
-    return edit
-
 
 CONFIGMAP_CASES: Final[tuple[WholeRunCase, ...]] = (
     WholeRunCase("stream-cut-after-one-character", _truncate_stream(0), ("data.stream", "invalid JSON")),
@@ -372,21 +424,6 @@ CONFIGMAP_CASES: Final[tuple[WholeRunCase, ...]] = (
     WholeRunCase("data-missing", lambda cm: drop(cm, ("data",)), ("data",)),
     WholeRunCase("data-a-list", lambda cm: put(cm, ("data",), ["stream"]), ("data",)),
     WholeRunCase("architectures-a-string", _edit_stream(lambda d: put(d, ("architectures",), "x86_64")), ("data.stream", "architectures")),
-    WholeRunCase(
-        "region-image-a-number",
-        _edit_stream(lambda d: put(d, ("architectures", "x86_64", "images", "aws", "regions", "us-east-1", "image"), 5)),
-        ("data.stream", "architectures.x86_64.images.aws.regions.us-east-1.image"),
-    ),
-    WholeRunCase(
-        "gcp-name-missing",
-        _edit_stream(lambda d: drop(d, ("architectures", "x86_64", "images", "gcp", "name"))),
-        ("data.stream", "architectures.x86_64.images.gcp.name"),
-    ),
-    WholeRunCase(
-        "release-a-number",
-        _edit_stream(lambda d: put(d, ("architectures", "aarch64", "artifacts", "aws", "release"), 9.6)),
-        ("data.stream", "architectures.aarch64.artifacts.aws.release"),
-    ),
     WholeRunCase("stream-nested-too-deeply", lambda cm: put(cm, ("data", "stream"), "[" * 200_000), ("data.stream",)),
 )
 

@@ -162,3 +162,28 @@ def test_skew_judges_the_pool_once_whichever_side_is_authoritative() -> None:
     not_enrolled = plan_capi(capi_object("MachineSet", "w", "AWSMachineTemplate", "t"), aws("t"), G, ClusterFacts(),
                              Enrollment.from_machine_configuration(None, "AWS"))
     assert not _judged(not_enrolled)
+
+
+def test_rollout_is_read_where_each_api_version_keeps_it() -> None:
+    """v1beta2 has no `updatedReplicas` (issue 24): `upToDateReplicas`, its deprecated copy, and the
+    RollingOut condition say where a rollout stands; v1beta1 keeps `updatedReplicas`."""
+    md = capi_object("MachineDeployment", "d", "AWSMachineTemplate", "t", replicas=3)
+    md["apiVersion"] = "cluster.x-k8s.io/v1beta2"
+    md["metadata"]["generation"] = 2
+    md["status"] = {"observedGeneration": 2, "replicas": 3, "upToDateReplicas": 1}
+    d = decide(md, aws("t"), "machinedeployments")
+    assert d.reason == Reason.ROLLOUT_IN_PROGRESS and "upToDateReplicas" in d.message
+    md["status"] = {"observedGeneration": 2, "replicas": 3, "deprecated": {"v1beta1": {"updatedReplicas": 2}}}
+    assert decide(md, aws("t"), "machinedeployments").reason == Reason.ROLLOUT_IN_PROGRESS
+    md["status"] = {"observedGeneration": 2, "replicas": 3, "upToDateReplicas": 3,
+                    "conditions": [{"type": "RollingOut", "status": "True", "reason": "RollingOut", "message": "1 old"}]}
+    assert decide(md, aws("t"), "machinedeployments").reason == Reason.ROLLOUT_IN_PROGRESS
+    # Settled: every replica up to date, no RollingOut. The landed code read `updatedReplicas`,
+    # which v1beta2 never has, and held every such MachineDeployment forever.
+    md["status"] = {"observedGeneration": 2, "replicas": 3, "upToDateReplicas": 3, "readyReplicas": 3,
+                    "conditions": [{"type": "RollingOut", "status": "False", "reason": "NotRollingOut"}]}
+    assert decide(md, aws("t"), "machinedeployments").action is Action.PATCH
+    v1 = capi_object("MachineDeployment", "d", "AWSMachineTemplate", "t", replicas=3)
+    v1["metadata"]["generation"] = 2
+    v1["status"] = {"observedGeneration": 2, "replicas": 3, "upToDateReplicas": 3}  # not a v1beta1 field
+    assert decide(v1, aws("t"), "machinedeployments").reason == Reason.ROLLOUT_IN_PROGRESS

@@ -4,6 +4,7 @@ decision, and an `error` decision always says what is wrong."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -130,3 +131,82 @@ def cloud_answers(draw: st.DrawFn) -> CloudFacts:
 def test_cloud_answers_of_any_shape_never_break_a_decision(obj: Any, cloud: CloudFacts) -> None:
     facts = ClusterFacts(platform="AWS", cloud=cloud, cloud_platforms=frozenset({"AWS", "GCP", "Azure", "VSphere"}))
     _check(plan_machine(obj, GOLDEN, facts, Enrollment.from_machine_configuration(None, "AWS")))
+
+
+# ---- issue 24: whatever the golden data says, a patch only ever targets a well-formed id -------------
+
+AMI = re.compile(r"ami-[0-9a-f]{8,17}")
+GCP_PATH = re.compile(r"projects/[a-z][-a-z0-9]{4,28}[a-z0-9]/global/images/[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?")
+AZURE_PART = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+
+# The stream fields a boot image target or its release is read from, by a short name.
+STREAM_FIELDS: dict[str, tuple[str, ...]] = {
+    f"{arch}-{name}": ("architectures", arch, *path)
+    for arch in ("x86_64", "aarch64")
+    for name, path in {
+        "aws-image": ("images", "aws", "regions", "us-east-1", "image"),
+        "aws-image-east-2": ("images", "aws", "regions", "us-east-2", "image"),
+        "aws-release": ("images", "aws", "regions", "us-east-1", "release"),
+        "aws-regions": ("images", "aws", "regions"),
+        "gcp-name": ("images", "gcp", "name"),
+        "gcp-project": ("images", "gcp", "project"),
+        "gcp": ("images", "gcp"),
+        "azure-version": ("rhel-coreos-extensions", "marketplace", "azure", "no-purchase-plan", "hyperVGen2", "version"),
+        "azure-sku": ("rhel-coreos-extensions", "marketplace", "azure", "no-purchase-plan", "hyperVGen2", "sku"),
+        "vmware-release": ("artifacts", "vmware", "release"),
+        "vmware-sha256": ("artifacts", "vmware", "formats", "ova", "disk", "sha256"),
+        "artifact-release": ("artifacts", "aws", "release"),
+    }.items()
+}
+
+
+def _target_is_well_formed(decision: BootImageDecision) -> None:
+    """A patch's new value is an id its platform can boot: never empty, blank, a number or a path."""
+    for change in decision.changes:
+        new = change.new
+        if decision.platform == "AWS":
+            assert isinstance(new, dict) and isinstance(new.get("id"), str) and AMI.fullmatch(new["id"]), new
+        elif decision.platform == "GCP":
+            assert isinstance(new, str) and GCP_PATH.fullmatch(new), new
+        elif decision.platform == "Azure":
+            assert isinstance(new, dict), new
+            assert all(isinstance(new.get(k), str) and AZURE_PART.fullmatch(new[k])
+                       for k in ("publisher", "offer", "sku", "version")), new
+        elif decision.platform == "VSphere":
+            assert isinstance(new, str) and new.strip() == new and new, new
+
+
+@settings(max_examples=150, deadline=3000, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(mutated(stream_422(), max_changes=3), st.sampled_from(sorted(STREAM_FIELDS)), json_values, cluster_facts())
+def test_no_decision_targets_anything_but_a_well_formed_id(doc: Any, path: str, value: Any, facts: ClusterFacts) -> None:
+    """Arbitrary JSON in every field the rules read, on top of random damage elsewhere: no exception
+    escapes the parse or the planner, and every patch targets a well-formed id for its platform."""
+    _put(doc, STREAM_FIELDS[path], value)
+    cm = configmap_422()
+    cm["data"]["stream"] = json.dumps(doc)
+    cm["data"]["streams"] = json.dumps({"rhel-9": doc})
+    try:
+        golden = GoldenBootImages.from_configmap(cm)
+    except GoldenDataError:
+        return  # the whole default stream unusable: the run is bad input, nothing is planned
+    enrollment = Enrollment.from_machine_configuration(ALL_MANAGED, facts.platform)
+    for ms in fixture_machinesets():
+        decision = plan_machine(ms, golden, facts, enrollment)
+        _check(decision)
+        if decision.action is Action.PATCH:
+            _target_is_well_formed(decision)
+
+
+def _put(doc: Any, path: tuple[str, ...], value: Any) -> None:
+    """Set `path` in `doc`, creating objects on the way (a mutation may have removed them)."""
+    cur = doc
+    for part in path[:-1]:
+        if not isinstance(cur, dict):
+            return
+        nxt = cur.get(part)
+        if not isinstance(nxt, dict):
+            nxt = cur[part] = {}
+        cur = nxt
+    if isinstance(cur, dict):
+        cur[path[-1]] = value

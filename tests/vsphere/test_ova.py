@@ -140,3 +140,26 @@ def test_vsphere_credentials_per_server_and_never_printed() -> None:
     del secret["data"]["vc1.example.com.password"]
     with pytest.raises(CredentialsError, match=r"data\.vc1\.example\.com\.password"):
         parse_vsphere_credentials(secret)
+
+
+@pytest.mark.parametrize("sha", [
+    "/etc/passwd", "../outside", "../../" + "a" * 64, "a" * 63 + "\x00", "a" * 4096, "A/" + "b" * 62, "g" * 64,
+], ids=["absolute", "dot-dot", "dot-dot-hex", "nul", "over-long", "slash", "not-hex"])
+async def test_a_checksum_is_data_never_a_path(tmp_path: Path, sha: str) -> None:
+    """Whatever the stream says its sha256 is, nothing outside the cache is read, written or deleted
+    (issue 24): the value is refused, naming the field, before any file is made for it."""
+    outside = tmp_path / "outside.ova"
+    outside.write_bytes(b"a foreign file")
+    (tmp_path / "srv").mkdir()
+    make_ova(tmp_path / "srv" / "r.ova", RELEASE)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    with serving(tmp_path / "srv") as server:
+        cache = OvaCache(tmp_path / "cache" / "ova")
+        with pytest.raises(OvaError) as err:
+            await cache.fetch(OvaSource(f"{server.url}/r.ova", sha, RELEASE))
+        assert server.gets("r.ova") == 0
+    assert err.value.reason is Reason.BOOT_IMAGES_CONFIGMAP_INVALID
+    assert "artifacts.vmware.formats.ova.disk.sha256" in str(err.value)
+    assert outside.read_bytes() == b"a foreign file"
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+    assert not (tmp_path / "cache").exists()
