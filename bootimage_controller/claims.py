@@ -145,11 +145,20 @@ def boot_image_patch(
     """The one JSON patch that claims, changes the boot image field and records (SPEC section 3)."""
     meta = obj.get("metadata") or {}
     ops: JsonPatch = [{"op": "test", "path": "/metadata/resourceVersion", "value": meta.get("resourceVersion")}]
+    ops.extend(change_ops(changes))
+    ops.extend(claim_ops(meta, holder_uid))
+    ops.extend(annotation_ops(meta, annotations))
+    return ops
+
+
+def change_ops(changes: Sequence[FieldChange]) -> JsonPatch:
+    """The boot image field changes alone, each guarded by a `test` of the value planned from. Also
+    the proposal for a GitOps-managed MachineSet (`BootImageUpdateProposed`, `plan --write-patched`):
+    what Git should change, with no claim and none of our bookkeeping."""
+    ops: JsonPatch = []
     for change in changes:
         ops.append({"op": "test", "path": pointer(change.path), "value": change.old})
         ops.append({"op": "replace", "path": pointer(change.path), "value": change.new})
-    ops.extend(claim_ops(meta, holder_uid))
-    ops.extend(annotation_ops(meta, annotations))
     return ops
 
 

@@ -25,7 +25,9 @@ import structlog
 
 from . import __version__
 from .constants import (
+    ARGOCD_DEFAULT_INSTANCE_LABEL,
     DEFAULT_CLUSTER_OPERATOR,
+    DEFAULT_DISAGREEMENT_GRACE,
     DEFAULT_OCP_SKEW_LIMIT,
     DEFAULT_OVA_CACHE_DIR,
     DEFAULT_RHEL_SKEW_LIMIT,
@@ -191,6 +193,7 @@ def _add_plan(sub: Any) -> None:
                    help=f"exit {EXIT_DOWNGRADE} when --bootimages is older than the cluster's ClusterVersion (a warning otherwise)")
     _add_skew_limits(p)
     _add_cloud_endpoints(p)
+    _add_gitops_label(p)
     p.add_argument("-v", "--verbose", action="store_true", help="log debug details (ignored files, sources) to stderr")
     p.set_defaults(handler=cmd_plan)
 
@@ -227,10 +230,21 @@ def _add_run(sub: Any) -> None:
                    help=f"Kubernetes API requests per second (default: {DEFAULT_QPS:g}; 0: unlimited)")
     p.add_argument("--burst", type=positive_int, default=DEFAULT_BURST,
                    help=f"Kubernetes API request burst (default: {DEFAULT_BURST})")
+    _add_gitops_label(p)
+    p.add_argument("--disagreement-grace", type=duration_arg, default=DEFAULT_DISAGREEMENT_GRACE, metavar="DURATION",
+                   help="how long an MCO-managed MachineSet may stay on another boot image than ours after the "
+                        "MCO's pass before Event BootImageDisagreement (default: 40m, the MCO's longest resync)")
     _add_logging(p)
     _add_skew_limits(p)
     _add_cloud_endpoints(p)
     p.set_defaults(handler=_lazy("daemon", "run_daemon"))
+
+
+def _add_gitops_label(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--gitops-label", action="append", default=[], metavar="KEY",
+                   help="a label that marks MachineSets applied from Git (repeatable), besides Argo CD's "
+                        f"tracking annotation and Flux's labels: e.g. {ARGOCD_DEFAULT_INSTANCE_LABEL} where Argo CD "
+                        "tracks by label")
 
 
 def _add_aleph_report(sub: Any) -> None:
@@ -415,7 +429,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
         objects = plan_inputs.load_paths(args.paths)
     inputs = plan_inputs.classify(objects)
     prepared = plan_inputs.prepare(
-        inputs, bootimages_file=args.bootimages, control_plane_arch=args.control_plane_arch
+        inputs, bootimages_file=args.bootimages, control_plane_arch=args.control_plane_arch,
+        gitops_labels=tuple(args.gitops_label),
     )
     decisions = plan_inputs.run_planner(prepared)
     cloud_note = "cloud verification: off (offline rules)"

@@ -18,6 +18,7 @@ from .constants import (
     CAPI_KINDS,
     CAPI_NAMESPACE,
     CAPI_VERSIONS,
+    CLUSTEROPERATOR_PLURAL,
     CLUSTERVERSION_NAME,
     CLUSTERVERSION_PLURAL,
     CONFIG_GROUP,
@@ -28,6 +29,8 @@ from .constants import (
     CPMS_PLURAL,
     CPMS_PROVIDER_SPEC_PATH,
     CPMS_VERSION,
+    FEATUREGATE_NAME,
+    FEATUREGATE_PLURAL,
     INFRA_TEMPLATES,
     INFRASTRUCTURE_GROUP,
     INFRASTRUCTURE_NAME,
@@ -43,6 +46,7 @@ from .constants import (
     MACHINESET_PROVIDER_SPEC_PATH,
     MACHINESET_VERSION,
     MAPI_NAMESPACE,
+    MCO_CLUSTER_OPERATOR,
     MCO_NAMESPACE,
     OPERATOR_GROUP,
     OPERATOR_VERSION,
@@ -87,6 +91,10 @@ _CORE_READS: tuple[ClusterRead, ...] = (
                 INFRASTRUCTURE_NAME, used_for="platform and control-plane topology"),
     ClusterRead("clusterversion", CONFIG_GROUP, CONFIG_VERSION, "ClusterVersion", CLUSTERVERSION_PLURAL, None,
                 CLUSTERVERSION_NAME, used_for="the upgrade gate, install version, multi-architecture"),
+    ClusterRead("mco_operator", CONFIG_GROUP, CONFIG_VERSION, "ClusterOperator", CLUSTEROPERATOR_PLURAL, None,
+                MCO_CLUSTER_OPERATOR, used_for="whether the Machine Config Operator runs, and its version (rule 2b)"),
+    ClusterRead("feature_gate", CONFIG_GROUP, CONFIG_VERSION, "FeatureGate", FEATUREGATE_PLURAL, None,
+                FEATUREGATE_NAME, used_for="the feature gates enabled at the MCO's version (rule 2b)"),
     ClusterRead("proxy", CONFIG_GROUP, CONFIG_VERSION, "Proxy", "proxies", None, "cluster",
                 used_for="the cluster-wide proxy for cloud, vCenter and OVA traffic (cluster_proxy)"),
     *(
@@ -128,6 +136,8 @@ class ClusterObjects:
     machine_configuration: Mapping[str, Any] | None = None
     infrastructure: Mapping[str, Any] | None = None
     cluster_version: Mapping[str, Any] | None = None
+    mco_operator: Mapping[str, Any] | None = None  # ClusterOperator machine-config
+    feature_gate: Mapping[str, Any] | None = None  # FeatureGate cluster
     nodes: Sequence[Mapping[str, Any]] = field(default_factory=tuple)
     machines: Sequence[Mapping[str, Any]] = field(default_factory=tuple)
     origins: Mapping[str, str] = field(default_factory=dict)

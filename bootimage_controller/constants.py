@@ -67,6 +67,12 @@ SINGLE_REPLICA_TOPOLOGY: Final = "SingleReplica"
 CLUSTERVERSION_PLURAL: Final = "clusterversions"
 CLUSTERVERSION_NAME: Final = "version"
 CLUSTEROPERATOR_PLURAL: Final = "clusteroperators"
+# The Machine Config Operator's own ClusterOperator (its version: `status.versions[name=operator]`)
+# and the cluster's FeatureGate (`status.featureGates[].enabled`), read for SPEC rule 2b.
+MCO_CLUSTER_OPERATOR: Final = "machine-config"
+MCO_OPERATOR_VERSION_NAME: Final = "operator"
+FEATUREGATE_PLURAL: Final = "featuregates"
+FEATUREGATE_NAME: Final = "cluster"
 DEFAULT_CLUSTER_OPERATOR: Final = "machine-config-bootimages"
 
 # Where the providerSpec lives, per kind (SPEC section 1).
@@ -114,6 +120,19 @@ ANNOTATION_STUB_UPGRADED_AT: Final = f"{_MCO}/stub-ignition-upgraded-at"
 ANNOTATION_ALEPH_VERSION: Final = f"{_MCO}/aleph-version"
 # On a CAPI infrastructure template this controller wrote: the template it replaced (docs/capi.md).
 ANNOTATION_REPLACES: Final = f"{_MCO}/boot-image-replaces"
+# An administrator hands a MachineSet to this controller (value `bootimage-controller`, SPEC rule 2b).
+ANNOTATION_BOOT_IMAGE_MANAGER: Final = f"{_MCO}/boot-image-manager"
+
+# --- other managers of MachineSets (SPEC section 2 rule 2b, docs/install.md "Who updates what") ----
+# Hive's MachinePool controller labels the MachineSets it keeps on a spoke cluster with its pool.
+LABEL_HIVE_MACHINE_POOL: Final = "hive.openshift.io/machine-pool"
+# Argo CD's annotation resource tracking (the default from Argo CD 3.0 and OpenShift GitOps 1.15).
+ANNOTATION_ARGOCD_TRACKING_ID: Final = "argocd.argoproj.io/tracking-id"
+# Flux's kustomize-controller and helm-controller label every object they apply.
+FLUX_LABELS: Final = ("kustomize.toolkit.fluxcd.io/name", "helm.toolkit.fluxcd.io/name")
+# Argo CD's label tracking (`application.instanceLabelKey`, `app.kubernetes.io/instance` by default)
+# is a common label Helm sets too, so it counts only when named (`--gitops-label`).
+ARGOCD_DEFAULT_INSTANCE_LABEL: Final = "app.kubernetes.io/instance"
 
 # --- claims ---------------------------------------------------------------------------------
 CLAIM_HOLDER_NAME: Final = "machineset-boot-image-controller"
@@ -204,6 +223,15 @@ PROVIDER_KIND_PLATFORM: Final = {
     "AzureMachineProviderSpec": Platform.AZURE,
     "VSphereMachineProviderSpec": Platform.VSPHERE,
 }
+
+
+class Manager(StrEnum):
+    """Who updates a MachineSet's boot image (SPEC section 2 rule 2b, `manager` in `plan -o json`)."""
+
+    MCO = "mco"
+    HIVE = "hive"
+    GITOPS = "gitops"
+    OURS = "bootimage-controller"
 
 
 class Action(StrEnum):
@@ -328,7 +356,19 @@ EVENT_UPDATED: Final = "BootImageUpdated"
 EVENT_SKIPPED: Final = "BootImageUpdateSkipped"
 EVENT_FAILED: Final = "BootImageUpdateFailed"
 EVENT_HOT_LOOP: Final = "HotLoop"
+# GitOps-managed: the JSON patch this controller would send, for the admin to commit (SPEC section 3).
+EVENT_PROPOSED: Final = "BootImageUpdateProposed"
+# MCO-managed: the MachineSet stays on another image than our target after the MCO's pass.
+EVENT_DISAGREEMENT: Final = "BootImageDisagreement"
+# The MCO's informers resync every 20 to 40 minutes: a disagreement that outlives the longest of them
+# is not a pass in flight (`run --disagreement-grace`).
+DEFAULT_DISAGREEMENT_GRACE: Final = 40 * 60.0
+# Before claiming a MachineSet handed over from the MCO: the MCO's skew enforcement would then hold
+# upgrades (it resets its record to the install version for every MachineSet it skips).
+EVENT_CLAIM_HOLDS_UPGRADES: Final = "BootImageClaimWouldHoldUpgrades"
 EVENT_COMPONENT: Final = "bootimage-controller"
+# The events.k8s.io/v1 `note` limit; core/v1 has none, but a longer message helps nobody.
+MAX_EVENT_MESSAGE: Final = 1024
 EVENT_TYPE_NORMAL: Final = "Normal"
 EVENT_TYPE_WARNING: Final = "Warning"
 
@@ -340,6 +380,7 @@ METRIC_API_REQUESTS: Final = "bootimage_controller_api_requests"  # _total appen
 METRIC_SKEW_UPGRADEABLE: Final = "bootimage_controller_skew_upgradeable"
 METRIC_SKEW_NONE: Final = "bootimage_controller_skew_enforcement_none"
 METRIC_CLUSTER_BOOT_IMAGE: Final = "bootimage_controller_cluster_boot_image"  # _info appended
+METRIC_DISAGREEMENTS: Final = "bootimage_controller_disagreements"
 # Not in the SPEC's list: an addition, for dashboards and the benchmark's "settled" signal.
 METRIC_EVENTS_PENDING: Final = "bootimage_controller_events_pending"
 METRIC_LEADER: Final = "bootimage_controller_leader"

@@ -37,6 +37,7 @@ from .enrollment import Enrollment
 from .errors import GoldenDataError, InputError
 from .golden import GoldenBootImages
 from .index import PublishedImageIndex
+from .manager import MachineConfigOperator, ManagerFacts
 from .vsphere.topology import VSphereTopology
 
 DEFAULT_CONTROL_PLANE_ARCH = "x86_64"
@@ -59,6 +60,8 @@ class ClusterFacts:
     # Infrastructure status.platformStatus.{aws.region,gcp.region}: where CAPI templates' images live
     # (an AWSMachineTemplate names no region of its own).
     region: str | None = None
+    # Who else updates boot images (SPEC rule 2b): the MCO's version and gates, GitOps markers.
+    managers: ManagerFacts = field(default_factory=ManagerFacts)
 
 
 @dataclass(frozen=True)
@@ -89,12 +92,14 @@ def planning_context(
     arch_override: str | None = None,
     cloud: CloudFacts | None = None,
     cloud_platforms: frozenset[str] = frozenset(),
+    gitops_labels: tuple[str, ...] = (),
 ) -> PlanningContext:
     """Raises the project's `InputError` subclasses, naming the object (and its file) and field."""
     golden, golden_origin = _golden(objects, golden, golden_origin)
     platform = platform_fact(objects)
     arch = control_plane_arch_fact(objects, arch_override)
     multi = is_multi_arch(objects.cluster_version)
+    mco = MachineConfigOperator.from_objects(objects.mco_operator, objects.feature_gate, objects.infrastructure)
     try:
         enrollment = Enrollment.from_machine_configuration(objects.machine_configuration, platform.value)
     except InputError as exc:
@@ -107,6 +112,7 @@ def planning_context(
         cloud_platforms=cloud_platforms,
         vsphere=VSphereTopology.from_infrastructure(objects.infrastructure),
         region=region_of(objects.infrastructure),
+        managers=ManagerFacts(mco, gitops_labels),
     )
     explanation = (
         f"golden boot images: {golden_origin}; {_streams_summary(golden)}",
@@ -115,6 +121,7 @@ def planning_context(
         + ("; multi-architecture cluster (ClusterVersion status.desired.architecture Multi)" if multi else ""),
         f"enrollment: MachineSets {enrollment.machinesets.mode}, ControlPlaneMachineSet {enrollment.cpms.mode} "
         f"({enrollment.source})",
+        f"other boot image managers: {_managers_summary(mco, objects, gitops_labels)}",
     )
     inferred = platform_of(objects.infrastructure) is None
     return PlanningContext(golden, enrollment, facts, explanation, platform_from_machines=inferred)
@@ -177,3 +184,10 @@ def _streams_summary(golden: GoldenBootImages) -> str:
     names += [f"{n} (invalid)" for n in sorted(golden.invalid_streams)]
     release = f"release {golden.release_version}, " if golden.release_version else ""
     return f"{release}streams {', '.join(names)}"
+
+
+def _managers_summary(mco: MachineConfigOperator | None, objects: ClusterObjects, gitops_labels: tuple[str, ...]) -> str:
+    where = _named("ClusterOperator machine-config", objects, "mco_operator")
+    text = f"{mco.describe()} ({where})" if mco is not None else f"no Machine Config Operator ({where} not found)"
+    extra = f", label {', '.join(gitops_labels)}" if gitops_labels else ""
+    return f"{text}; GitOps: Argo CD annotation, Flux labels{extra}; Hive: its machine-pool label"

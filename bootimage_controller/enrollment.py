@@ -138,6 +138,8 @@ class Enrollment:
     # Cluster API (`apiGroup: cluster.x-k8s.io`): opt-in only, never a platform default.
     capi_machinesets: ResourceSelection = _NONE
     capi_machinedeployments: ResourceSelection = _NONE
+    # The MachineSets' selection came from the spec (an entry, or the empty list), not a default.
+    machinesets_explicit: bool = False
 
     @classmethod
     def everything(cls) -> Enrollment:
@@ -156,7 +158,8 @@ class Enrollment:
         if managers == []:
             # Present and empty: the legacy full opt-out, as in the Machine Config Operator.
             none = ResourceSelection(SelectionMode.NONE)
-            return cls(none, none, "spec.managedBootImages.machineManagers is empty (opted out)")
+            return cls(none, none, "spec.managedBootImages.machineManagers is empty (opted out)",
+                       machinesets_explicit=True)
         ms = _selection(managers or [], MACHINESET_PLURAL)
         cp = _selection(managers or [], CPMS_PLURAL)
         capi_ms = _selection(managers or [], MACHINESET_PLURAL, CAPI_GROUP)
@@ -168,6 +171,7 @@ class Enrollment:
             source,
             capi_ms or _NONE,  # so is the Cluster API
             capi_md or _NONE,
+            machinesets_explicit=ms is not None,
         )
 
     def selection_for(self, kind: str) -> ResourceSelection:
@@ -176,6 +180,16 @@ class Enrollment:
             CAPI_MACHINESET: self.capi_machinesets,
             CAPI_MACHINEDEPLOYMENT: self.capi_machinedeployments,
         }.get(kind, self.machinesets)
+
+    def mco_selects(self, kind: str, labels: Mapping[str, str], default_on: bool) -> bool:
+        """Whether the Machine Config Operator's enrollment selects an object: the same spec, but
+        without a `machinesets` entry it enrolls only where its release turns the platform on by
+        default (`default_on`), and it knows nothing of our per-MachineSet opt-out annotation."""
+        if kind == CPMS_KIND:
+            return self.cpms.selects(labels)
+        if not self.machinesets_explicit:
+            return default_on
+        return self.machinesets.selects(labels)
 
     def covers(self, resource: Enrollable) -> tuple[bool, str]:
         """Whether `resource` is enrolled, and a sentence saying why not."""

@@ -22,6 +22,7 @@ from .constants import (
     MACHINESET_PROVIDER_SPEC_PATH,
     MACHINESET_TEMPLATE_LABELS_PATH,
     Action,
+    Manager,
     Reason,
 )
 from .errors import InputError
@@ -226,6 +227,11 @@ class BootImageDecision:
     template: TemplateWork | None = None
     # Cluster API: the template to write before the infrastructureRef patch (capi.work.CapiWork).
     capi: CapiWork | None = None
+    # Who updates this boot image (SPEC rule 2b; `manager` in `plan -o json`), why, and whether the
+    # MCO's controller would manage it but for our claim or the hand-over (manager.ManagerVerdict).
+    manager: Manager = Manager.OURS
+    manager_why: str = ""
+    taken_from_mco: bool = False
 
     @property
     def key(self) -> str:
@@ -240,6 +246,7 @@ class BootImageDecision:
             "platform": self.platform,
             "architecture": self.architecture,
             "stream": self.stream,
+            "manager": str(self.manager),
             "action": str(self.action),
             "reason": self.reason,
             "message": self.message,

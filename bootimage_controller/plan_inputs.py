@@ -34,6 +34,7 @@ from .constants import (
     CLUSTERVERSION_NAME,
     CONFIG_GROUP,
     CPMS_KIND,
+    FEATUREGATE_NAME,
     GCP_CREDENTIALS_SECRET,
     INFRA_TEMPLATES,
     INFRASTRUCTURE_GROUP,
@@ -43,6 +44,7 @@ from .constants import (
     MACHINECONFIGURATION_NAME,
     MACHINESET_KIND,
     MAPI_NAMESPACE,
+    MCO_CLUSTER_OPERATOR,
     MCO_NAMESPACE,
     OPERATOR_GROUP,
     VSPHERE_CREDENTIALS_SECRET,
@@ -323,6 +325,8 @@ class PlanInputs:
     machine_configuration: SourcedObject | None = None
     infrastructure: SourcedObject | None = None
     cluster_version: SourcedObject | None = None
+    mco_operator: SourcedObject | None = None  # ClusterOperator machine-config
+    feature_gate: SourcedObject | None = None  # FeatureGate cluster
     nodes: tuple[SourcedObject, ...] = ()
     secrets: Mapping[str, SourcedObject] = field(default_factory=dict)  # platform -> its credentials Secret
     ignored: int = 0
@@ -367,6 +371,8 @@ def classify(objects: Iterable[SourcedObject]) -> PlanInputs:
         machine_configuration=singles.get("machineconfiguration"),
         infrastructure=singles.get("infrastructure"),
         cluster_version=singles.get("clusterversion"),
+        mco_operator=singles.get("mco_operator"),
+        feature_gate=singles.get("feature_gate"),
         nodes=tuple(sorted(nodes, key=lambda o: o.name)),
         secrets=secrets,
         ignored=ignored,
@@ -396,6 +402,8 @@ def _role(obj: SourcedObject) -> str | None:
         (OPERATOR_GROUP, MACHINECONFIGURATION_KIND, MACHINECONFIGURATION_NAME): "machineconfiguration",
         (CONFIG_GROUP, "Infrastructure", INFRASTRUCTURE_NAME): "infrastructure",
         (CONFIG_GROUP, "ClusterVersion", CLUSTERVERSION_NAME): "clusterversion",
+        (CONFIG_GROUP, "ClusterOperator", MCO_CLUSTER_OPERATOR): "mco_operator",
+        (CONFIG_GROUP, "FeatureGate", FEATUREGATE_NAME): "feature_gate",
     }
     return named.get((group, kind, name))
 
@@ -472,6 +480,7 @@ def prepare(
     *,
     bootimages_file: str | None = None,
     control_plane_arch: str | None = None,
+    gitops_labels: tuple[str, ...] = (),
 ) -> PreparedPlan:
     """Golden data, cluster facts and enrollment; raises `InputError` naming file, object, field."""
     golden = golden_from(inputs, bootimages_file)
@@ -480,6 +489,7 @@ def prepare(
         golden=golden.golden,
         golden_origin=golden.description,
         arch_override=control_plane_arch,
+        gitops_labels=gitops_labels,
     )
     return PreparedPlan(inputs, context)
 
@@ -555,6 +565,8 @@ def cluster_objects(inputs: PlanInputs) -> ClusterObjects:
         "machineconfiguration": inputs.machine_configuration,
         "infrastructure": inputs.infrastructure,
         "clusterversion": inputs.cluster_version,
+        "mco_operator": inputs.mco_operator,
+        "feature_gate": inputs.feature_gate,
     }
 
     def obj(role: str) -> Mapping[str, Any] | None:
@@ -566,6 +578,8 @@ def cluster_objects(inputs: PlanInputs) -> ClusterObjects:
         machine_configuration=obj("machineconfiguration"),
         infrastructure=obj("infrastructure"),
         cluster_version=obj("clusterversion"),
+        mco_operator=obj("mco_operator"),
+        feature_gate=obj("feature_gate"),
         nodes=tuple(n.obj for n in inputs.nodes),
         machines=tuple(m.obj for m in inputs.machines),
         origins={role: item.source for role, item in singles.items() if item is not None},

@@ -18,12 +18,23 @@ from typing import Any
 
 import yaml
 
-from .constants import MACHINESET_KIND, Action
+from .claims import change_ops
+from .constants import (
+    CPMS_KIND,
+    CPMS_VERSION,
+    MACHINE_API_GROUP,
+    MACHINESET_KIND,
+    MACHINESET_VERSION,
+    Action,
+    Manager,
+)
 from .errors import InputError
 from .model import BootImageDecision
 from .patching import apply_changes
 
 PLAN_KIND = "BootImagePlan"
+# kustomize targets of the kinds a GitOps proposal is written for.
+_PATCH_TARGETS = {MACHINESET_KIND: (MACHINE_API_GROUP, MACHINESET_VERSION), CPMS_KIND: (MACHINE_API_GROUP, CPMS_VERSION)}
 
 # Fields the API server owns. A manifest that carries them cannot be applied as it is:
 # server-side apply rejects `managedFields`; a stale `resourceVersion` makes apply/replace fail
@@ -113,7 +124,7 @@ def render_table(report: PlanReport, width: int = 100, style: TableStyle | None 
 
 # Columns dropped first when a terminal is too narrow (the rest always stay: the name, what will
 # happen, why, and the releases).
-_DROP_ORDER = ("ARCH", "STREAM", "CURRENT-IMAGE", "TARGET-IMAGE", "PLATFORM", "KIND")
+_DROP_ORDER = ("ARCH", "STREAM", "CURRENT-IMAGE", "TARGET-IMAGE", "PLATFORM", "MANAGER", "KIND")
 _MIN_NAME = 16
 _ACTION_COLOURS = {"patch": "33", "noop": "32", "skip": "36", "error": "31;1"}  # ANSI SGR
 
@@ -124,12 +135,13 @@ def _rows(decisions: Sequence[BootImageDecision], style: TableStyle | None = Non
     show_kind = any(d.kind != MACHINESET_KIND for d in decisions)
     header = ["NAME" if one_namespace else "NAMESPACE/NAME"]
     header += ["KIND"] if show_kind else []
-    header += ["PLATFORM", "ARCH", "STREAM", "ACTION", "REASON", "CURRENT", "CURRENT-IMAGE", "TARGET", "TARGET-IMAGE"]
+    header += ["PLATFORM", "ARCH", "STREAM", "MANAGER", "ACTION", "REASON", "CURRENT", "CURRENT-IMAGE", "TARGET",
+               "TARGET-IMAGE"]
     rows = [header]
     for d in decisions:
         row: list[str | None] = [_display_name(d, one_namespace)]
         row += [d.kind] if show_kind else []
-        row += [d.platform, d.architecture, d.stream, str(d.action), d.reason,
+        row += [d.platform, d.architecture, d.stream, str(d.manager), str(d.action), d.reason,
                 d.current_release, image_id(d.current), d.target_release, image_id(d.target)]
         rows.append([_cell(v) for v in row])
     if style.width is not None:
@@ -204,9 +216,12 @@ def _cell(value: str | None) -> str:
 def _details(decisions: Sequence[BootImageDecision], width: int) -> list[str]:
     out: list[str] = []
     for d in decisions:
-        if d.action not in (Action.SKIP, Action.ERROR):
+        theirs = d.manager != Manager.OURS
+        if d.action not in (Action.SKIP, Action.ERROR) and not theirs:
             continue
-        out.extend(_wrap(f"{_display_name(d, False)}: {d.action} {d.reason}", width, "  ", "    "))
+        # Another manager's row says who acts and why: the daemon writes none of these.
+        manager = f" (manager {d.manager}: {d.manager_why})" if theirs else ""
+        out.extend(_wrap(f"{_display_name(d, False)}: {d.action} {d.reason}{manager}", width, "  ", "    "))
         out.extend(_wrap(d.message, width, "    ", "    "))
     return out
 
@@ -218,8 +233,13 @@ def _wrap(text: str, width: int, first: str, rest: str) -> list[str]:
 
 
 def summary_line(decisions: Sequence[BootImageDecision]) -> str:
+    """`Plan: 2 to patch, ...; managed by bootimage-controller 3, mco 2` (every manager present)."""
     counts = Counter(d.action for d in decisions)
-    return "Plan: " + ", ".join(f"{counts.get(action, 0)} {words}" for action, words in _SUMMARY_WORDS)
+    line = "Plan: " + ", ".join(f"{counts.get(action, 0)} {words}" for action, words in _SUMMARY_WORDS)
+    managers = Counter(str(d.manager) for d in decisions)
+    if managers:
+        line += "; managed by " + ", ".join(f"{m} {managers[m]}" for m in Manager if managers.get(m))
+    return line
 
 
 def skew_lines(skew: Mapping[str, Any] | None, width: int, colour: bool = False) -> list[str]:
@@ -289,6 +309,9 @@ def write_patched(
             header = (f"# Written by `bootimage-controller plan --write-patched`: {decision.capi.template_kind} "
                       f"{decision.capi.old_name} with only the boot image changed.\n")
             outputs.insert(0, (template_file, header + _yaml(decision.capi.new_template)))
+        if decision.manager == Manager.GITOPS and decision.kind in _PATCH_TARGETS:
+            # Git is the source of truth: the change as a kustomize JSON 6902 patch to commit.
+            outputs.append((out_dir / kustomize_patch_filename(decision), kustomize_patch(decision)))
         for path, text in outputs:
             try:
                 path.write_text(text, encoding="utf-8")
@@ -296,6 +319,28 @@ def write_patched(
                 raise InputError(str(path), None, f"--write-patched: cannot write: {exc.strerror or exc}") from None
             written.append(path)
     return written
+
+
+def kustomize_patch_filename(decision: BootImageDecision) -> str:
+    return manifest_filename(decision).removesuffix(".yaml") + ".patch.yaml"
+
+
+def kustomize_patch(decision: BootImageDecision) -> str:
+    """A JSON 6902 patch file for kustomize's `patches:`, with the entry that names it in a comment.
+
+    The ops are the ones the daemon proposes in its `BootImageUpdateProposed` Event: each `test`s
+    the boot image planned from, then replaces it (claims.change_ops)."""
+    group, version = _PATCH_TARGETS[decision.kind]
+    target = {"group": group, "version": version, "kind": decision.kind, "namespace": decision.namespace,
+              "name": decision.name}
+    entry = yaml.safe_dump([{"path": kustomize_patch_filename(decision), "target": target}], sort_keys=False)
+    header = (
+        f"# Proposed by `bootimage-controller plan --write-patched` for a GitOps-managed {decision.kind}:\n"
+        f"# {decision.field}: {decision.current_release or 'unknown release'} -> {decision.target_release or 'golden'} "
+        f"(stream {decision.stream}).\n# Add to your kustomization.yaml:\n# patches:\n"
+        + "".join(f"# {line}\n" for line in entry.splitlines())
+    )
+    return header + yaml.safe_dump(change_ops(decision.changes), sort_keys=False, default_flow_style=False)
 
 
 def _yaml(obj: Mapping[str, Any]) -> str:

@@ -30,6 +30,7 @@ from .context import ClusterFacts
 from .enrollment import Enrollment
 from .errors import InputError
 from .golden import GoldenBootImages
+from .manager import ManagerVerdict, decide_manager
 from .model import BootImageDecision, MachineResource, dotted, get_path, is_mapping
 from .providers import rules_for_platform
 from .providers._common import release_rhel_major
@@ -111,6 +112,7 @@ class _Planner:
         self.platform: str | None = None
         self.arch: str | None = None
         self.stream_name: str | None = None
+        self.manager: ManagerVerdict | None = None
 
     def decision(self, action: Action, reason: str, message: str, **extra: Any) -> BootImageDecision:
         return BootImageDecision(
@@ -123,8 +125,15 @@ class _Planner:
             platform=self.platform,
             architecture=self.arch,
             stream=self.stream_name,
+            **(self._manager_fields() if "manager" not in extra else {}),
             **extra,
         )
+
+    def _manager_fields(self) -> dict[str, Any]:
+        m = self.manager
+        if m is None:
+            return {}
+        return {"manager": m.manager, "manager_why": m.why, "taken_from_mco": m.taken_from_mco}
 
     def skip(self, reason: Reason, message: str) -> BootImageDecision:
         return self.decision(Action.SKIP, reason, message)
@@ -135,6 +144,10 @@ class _Planner:
     # ---- the rules, in SPEC order --------------------------------------------------------
     def decide(self) -> BootImageDecision:
         self.platform = self._platform_name()
+        if not self.evidence_only:
+            # Rule 2b: who updates it; the MCO dispatches on the Infrastructure's platform.
+            self.manager = decide_manager(self.r, self.facts.platform or self.platform, self.facts.managers,
+                                          self.enrollment, is_ours=is_our_owner_reference)
         enrolled, why = self.enrollment.covers(self.r)
         if not enrolled:
             return self.skip(Reason.NOT_ENROLLED, f"{self.r.display} is not enrolled: {why}")

@@ -33,6 +33,7 @@ from ..context import ClusterFacts
 from ..enrollment import Enrollment
 from ..errors import InputError
 from ..golden import GoldenBootImages
+from ..manager import decide_manager
 from ..model import BootImageDecision, FieldChange, dotted
 from ..planner import is_our_owner_reference, plan_machine
 from .adapters import ADAPTERS, Adapter
@@ -81,10 +82,13 @@ class _CapiPlanning:
     ) -> None:
         self.c, self.golden, self.facts, self.enrollment = capi, golden, facts, enrollment
         self.mapi_authority = mapi_authority
+        # Rule 2b for the CAPI object itself (the MCO never manages these; Hive and GitOps may).
+        self.verdict = decide_manager(capi, facts.platform, facts.managers, enrollment, is_ours=is_our_owner_reference)
 
     def decision(self, action: Action, reason: Reason | str, message: str, **extra: Any) -> BootImageDecision:
         return BootImageDecision(self.c.kind, self.c.namespace, self.c.name, action, str(reason), message,
-                                 platform=extra.pop("platform", self.facts.platform), **extra)
+                                 platform=extra.pop("platform", self.facts.platform), manager=self.verdict.manager,
+                                 manager_why=self.verdict.why, taken_from_mco=self.verdict.taken_from_mco, **extra)
 
     def skip(self, reason: Reason, message: str) -> BootImageDecision:
         return self.decision(Action.SKIP, reason, f"{self.c.display}: {message}")
@@ -166,7 +170,8 @@ class _CapiPlanning:
         current = {"template": old_ref, "image": d.current}
         target = {"template": old_ref, "image": d.target}
         base = replace(d, kind=c.kind, namespace=c.namespace, name=c.name, message=message, field=field,
-                       current=current, target=target, changes=(), template=None)
+                       current=current, target=target, changes=(), template=None, manager=self.verdict.manager,
+                       manager_why=self.verdict.why, taken_from_mco=self.verdict.taken_from_mco)
         if d.action is not Action.PATCH:
             return base
         if d.platform == Platform.VSPHERE:

@@ -26,6 +26,8 @@ CPMS = "/apis/machine.openshift.io/v1/namespaces/openshift-machine-api/controlpl
 MC = "/apis/operator.openshift.io/v1/machineconfigurations/cluster"
 INFRA = "/apis/config.openshift.io/v1/infrastructures/cluster"
 CV = "/apis/config.openshift.io/v1/clusterversions/version"
+MCO_CO = "/apis/config.openshift.io/v1/clusteroperators/machine-config"
+FG = "/apis/config.openshift.io/v1/featuregates/cluster"
 CM = "/api/v1/namespaces/openshift-machine-config-operator/configmaps/coreos-bootimages"
 NODES = "/api/v1/nodes"
 SECRETS = "/api/v1/namespaces/openshift-machine-api/secrets/"
@@ -60,7 +62,8 @@ class FakeApi:
             return 200, {"apiVersion": "v1", "kind": "NodeList", "items": items, "metadata": {"resourceVersion": "1"}}
         singles = {CPMS: ("ControlPlaneMachineSet", "cluster"), MC: ("MachineConfiguration", "cluster"),
                    INFRA: ("Infrastructure", "cluster"), CV: ("ClusterVersion", "version"),
-                   CM: ("ConfigMap", "coreos-bootimages")}
+                   CM: ("ConfigMap", "coreos-bootimages"), MCO_CO: ("ClusterOperator", "machine-config"),
+                   FG: ("FeatureGate", "cluster")}
         obj = self.one(*singles[path]) if path in singles else None
         if obj is None:
             return 404, {"kind": "Status", "code": 404, "reason": "NotFound"}

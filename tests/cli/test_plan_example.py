@@ -24,7 +24,7 @@ from .conftest import (
 INFRA = "prod-east-8h2kq"
 ARCH = {"amd64": "x86_64", "arm64": "aarch64"}
 DECISION_KEYS = {
-    "namespace", "name", "kind", "platform", "architecture", "stream", "action", "reason", "message",
+    "namespace", "name", "kind", "platform", "architecture", "stream", "manager", "action", "reason", "message",
     "field", "current", "target", "currentRelease", "targetRelease",
 }
 SKEW_KEYS = {"mode", "clusterBootImage", "limit", "upgradeable", "reason", "message"}
@@ -129,23 +129,27 @@ def test_table_of_the_example(run: Run) -> None:
     header = lines[0].split()
     # One namespace: NAME only; a ControlPlaneMachineSet is present: KIND shown. Not a terminal:
     # every column (the image ids beside the releases), plain.
-    assert header == ["NAME", "KIND", "PLATFORM", "ARCH", "STREAM", "ACTION", "REASON", "CURRENT", "CURRENT-IMAGE",
-                      "TARGET", "TARGET-IMAGE"]
+    assert header == ["NAME", "KIND", "PLATFORM", "ARCH", "STREAM", "MANAGER", "ACTION", "REASON", "CURRENT",
+                      "CURRENT-IMAGE", "TARGET", "TARGET-IMAGE"]
     assert "\x1b[" not in result.out
     rows = {line.split()[0]: line.split() for line in lines[1:8]}
     assert set(rows) == {"cluster"} | {p.stem for p in EXAMPLE_MACHINESETS.glob("*.yaml")}
     name = f"{INFRA}-worker-arm64-us-east-1c"
     row = rows[name]
     current_ami = example_machineset(name)["spec"]["template"]["spec"]["providerSpec"]["value"]["ami"]["id"]
-    assert row[1:] == ["MachineSet", "AWS", "aarch64", "rhel-9", "patch", "BootImageOutdated",
+    # The example's Machine Config Operator (4.22) updates its unowned rhel-9 MachineSets itself;
+    # the rhel-10 one is this controller's (the MCO skips other streams).
+    assert row[1:] == ["MachineSet", "AWS", "aarch64", "rhel-9", "mco", "patch", "BootImageOutdated",
                        "416.94.202405291527-0", current_ami,
                        golden_stream()["architectures"]["aarch64"]["artifacts"]["aws"]["release"], expected_target(name)]
-    assert rows[f"{INFRA}-worker-custom-us-east-1b"][5:7] == ["skip", "UnknownBootImage"]
+    assert rows[f"{INFRA}-worker-custom-us-east-1b"][6:8] == ["skip", "UnknownBootImage"]
+    assert rows[f"{INFRA}-worker-rhel10-us-east-1a"][5:7] == ["bootimage-controller", "patch"]
     # Skips are explained under the table, the summary counts every action, the verdict follows.
     details = result.out.split("Details:")[1]
-    assert f"openshift-machine-api/{INFRA}-worker-custom-us-east-1b: skip UnknownBootImage" in details
+    flat = " ".join(details.split())
+    assert f"openshift-machine-api/{INFRA}-worker-custom-us-east-1b: skip UnknownBootImage (manager mco: " in flat
     assert "ami-0a1b2c3d4e5f67890" in details
-    assert "Plan: 4 to patch, 0 up to date, 3 skipped, 0 errors" in lines
+    assert "Plan: 4 to patch, 0 up to date, 3 skipped, 0 errors; managed by mco 5, bootimage-controller 2" in lines
     assert any(line.startswith("Skew: mode Automatic") for line in lines)
 
 

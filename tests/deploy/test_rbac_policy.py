@@ -99,6 +99,9 @@ CONTROLLER_REQUESTS = [
         for v in ("list", "watch", "get")
     ),
     *(_req(v, NODES, None) for v in ("list", "watch")),
+    # Who else manages boot images (manager.py): the MCO's ClusterOperator and the FeatureGate.
+    *(_req(v, CO, None, "machine-config") for v in ("list", "watch")),
+    *(_req(v, (CONFIG_GROUP, "featuregates"), None, "cluster") for v in ("list", "watch")),
     # ClusterOperator.
     _req("create", CO, None),
     _req("get", CO, None, DEFAULT_CLUSTER_OPERATOR),

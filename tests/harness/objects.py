@@ -124,6 +124,7 @@ RESOURCES: Final[tuple[Resource, ...]] = (
     Resource(_gv(CONFIG_GROUP, CONFIG_VERSION), "Infrastructure", INFRASTRUCTURE_PLURAL, False, True),
     Resource(_gv(CONFIG_GROUP, CONFIG_VERSION), "ClusterOperator", CLUSTEROPERATOR_PLURAL, False, True),
     Resource(_gv(CONFIG_GROUP, CONFIG_VERSION), "Proxy", "proxies", False, True),
+    Resource(_gv(CONFIG_GROUP, CONFIG_VERSION), "FeatureGate", "featuregates", False, True),
     Resource("v1", "ConfigMap", "configmaps", True, False),
     Resource("v1", "Secret", "secrets", True, False),
     Resource("v1", "Node", "nodes", False, True),
@@ -315,6 +316,43 @@ def skew_manual(*, ocp_version: str | None = None, rhcos_version: str | None = N
 
 def skew_none() -> dict[str, Any]:
     return {"mode": "None"}
+
+
+def mco_cluster_operator(version: str = "4.22.0") -> dict[str, Any]:
+    """ClusterOperator `machine-config` at `version`: the Machine Config Operator runs (SPEC rule 2b)."""
+    return {
+        "apiVersion": _gv(CONFIG_GROUP, CONFIG_VERSION),
+        "kind": "ClusterOperator",
+        "metadata": {"name": "machine-config"},
+        "spec": {},
+        "status": {
+            "conditions": [
+                {"type": t, "status": v, "lastTransitionTime": _rfc3339(_EPOCH), "reason": "AsExpected",
+                 "message": f"Cluster version is {version}"}
+                for t, v in (("Available", "True"), ("Progressing", "False"), ("Degraded", "False"))
+            ],
+            "versions": [{"name": "operator", "version": version},
+                         {"name": "operator-image", "version": f"quay.io/openshift/mco:{version}"}],
+            "relatedObjects": [{"group": "", "resource": "namespaces", "name": MCO_NAMESPACE}],
+        },
+    }
+
+
+def feature_gate(version: str = "4.22.0", enabled: Sequence[str] = (), disabled: Sequence[str] = ()) -> dict[str, Any]:
+    """FeatureGate `cluster` whose status lists `enabled` (and `disabled`) gates for `version`."""
+    return {
+        "apiVersion": _gv(CONFIG_GROUP, CONFIG_VERSION),
+        "kind": "FeatureGate",
+        "metadata": {"name": "cluster"},
+        "spec": {"featureSet": ""},
+        "status": {
+            "featureGates": [{
+                "version": version,
+                "enabled": [{"name": g} for g in enabled],
+                "disabled": [{"name": g} for g in disabled],
+            }],
+        },
+    }
 
 
 def machine_configuration(
@@ -680,6 +718,7 @@ RESET_KINDS: Final = (
     (_gv(CONFIG_GROUP, CONFIG_VERSION), "Infrastructure"),
     (_gv(CONFIG_GROUP, CONFIG_VERSION), "ClusterOperator"),
     (_gv(CONFIG_GROUP, CONFIG_VERSION), "Proxy"),
+    (_gv(CONFIG_GROUP, CONFIG_VERSION), "FeatureGate"),
     ("v1", "Node"),
 )
 RESET_NAMESPACED_KINDS: Final = (

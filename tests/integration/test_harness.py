@@ -87,6 +87,7 @@ async def test_every_crd_is_established(kube_api: k8s_client.ApiClient) -> None:
         "infrastructures.config.openshift.io",
         "clusteroperators.config.openshift.io",
         "proxies.config.openshift.io",
+        "featuregates.config.openshift.io",
         # Cluster API (issue 16)
         "clusters.cluster.x-k8s.io",
         "machinesets.cluster.x-k8s.io",
