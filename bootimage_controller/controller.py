@@ -41,6 +41,13 @@ from .cluster import (
     upgrade_blocker,
     with_capi_version,
 )
+from .companion import (
+    Disagreement,
+    DisagreementClock,
+    McoPass,
+    claim_hold_warning,
+    proposal_message,
+)
 from .constants import (
     ACTIONABLE_SKIPS,
     ANNOTATION_HOT_LOOP,
@@ -57,8 +64,12 @@ from .constants import (
     CPMS_NAME,
     CPMS_PLURAL,
     CPMS_VERSION,
+    DEFAULT_DISAGREEMENT_GRACE,
+    EVENT_CLAIM_HOLDS_UPGRADES,
+    EVENT_DISAGREEMENT,
     EVENT_FAILED,
     EVENT_HOT_LOOP,
+    EVENT_PROPOSED,
     EVENT_SKIPPED,
     EVENT_TYPE_NORMAL,
     EVENT_TYPE_WARNING,
@@ -70,6 +81,7 @@ from .constants import (
     MACHINESET_VERSION,
     MAPI_NAMESPACE,
     Action,
+    Manager,
     Reason,
 )
 from .context import ClusterFacts, PlanningContext, planning_context
@@ -80,8 +92,10 @@ from .kube.fence import NotLeader, UpgradeGateClosed, WriteRefused, write_precon
 from .kube.informer import Informer, ListWatch
 from .kube.workqueue import DONE, ReconcileResult
 from .model import BootImageDecision, MachineResource, Refusal, get_path
-from .planner import authoritative_api, plan_machine
-from .skew.record import ReleaseSource
+from .planner import authoritative_api, is_our_owner_reference, plan_machine
+from .skew.policy import install_version_from_cluster_version
+from .skew.record import BootImageRelease, ReleaseSource, machineset_boot_image, min_aleph
+from .skew.verdict import SkewLimits
 from .vsphere.ova import OvaError
 from .vsphere.refresh import Guard, RefreshOutcome
 from .vsphere.topology import TemplateRefresh
@@ -104,6 +118,11 @@ class ControllerOptions:
     # Mid-pass progress reports (conditions recomputed from every outcome); the queue's status key
     # reports whenever it drains.
     progress_interval: float = 2.0
+    # Companion rules (SPEC section 3): how long an MCO-managed MachineSet may stay on another
+    # image than ours after the MCO's pass before it is a disagreement; labels that mark GitOps.
+    disagreement_grace: float = DEFAULT_DISAGREEMENT_GRACE
+    gitops_labels: tuple[str, ...] = ()
+    skew_limits: SkewLimits = field(default_factory=SkewLimits)
 
 
 # Mid-pass reports cost O(MachineSets) on the event loop (0.1 s at 5,000): spaced to 25 times their
@@ -126,6 +145,7 @@ class MachineSetState:
     error: str | None = None
     error_reason: Reason | None = None
     refreshed: RefreshOutcome | None = None  # vSphere: the template this reconcile built or replaced
+    disagreement: Disagreement | None = None  # MCO-managed: on another image than our target
 
     @classmethod
     def failed(cls, decision: BootImageDecision, reason: Reason, message: str) -> MachineSetState:
@@ -241,6 +261,10 @@ class Controller:
         self._hot_loops: dict[str, HotLoopRecord] = {}
         self._inputs: ClusterInputs | None = None
         self._enqueue: Callable[[str], None] = lambda key: None
+        self._enqueue_after: Callable[[str, float], None] = lambda key, delay: None
+        self.disagreements = DisagreementClock(options.disagreement_grace)
+        # key -> why claiming it makes the MCO hold upgrades (our ClusterOperator says so too).
+        self.claim_warnings: dict[str, str] = {}
         self.informers = self._make_informers(api_client)
         # Set by the daemon once the lane exists (it needs `event_summary_target` of this object).
         self.events: EventLane | None = None
@@ -266,6 +290,10 @@ class Controller:
         informers["machineconfiguration"].add_handler(
             on_add=self._cluster_changed, on_update=self._machineconfiguration_updated, on_delete=self._cluster_changed
         )
+        for name in ("mco_operator", "feature_gate"):
+            informers[name].add_handler(
+                on_add=self._cluster_changed, on_update=self._mco_updated, on_delete=self._cluster_changed
+            )
         informers["clusterversion"].add_handler(
             on_add=self._cluster_changed, on_update=self._clusterversion_updated, on_delete=self._cluster_changed
         )
@@ -275,8 +303,12 @@ class Controller:
             )
         return informers
 
-    def bind_queue(self, enqueue: Callable[[str], None]) -> None:
+    def bind_queue(
+        self, enqueue: Callable[[str], None], enqueue_after: Callable[[str, float], None] | None = None
+    ) -> None:
         self._enqueue = enqueue
+        if enqueue_after is not None:
+            self._enqueue_after = enqueue_after
 
     async def wait_synced(self, timeout: float | None = None) -> bool:
         results = await asyncio.gather(*(i.wait_synced(timeout) for i in self.informers.values()))
@@ -338,6 +370,8 @@ class Controller:
     def _machine_deleted(self, obj: dict[str, Any]) -> None:
         self._platform_evidence_changed()
         self.states.pop(self.machine_key(obj), None)
+        self.disagreements.forget(self.machine_key(obj))
+        self.claim_warnings.pop(self.machine_key(obj), None)
         self._superseded.pop(self.machine_key(obj), None)
         self._hot_loops.pop(str((obj.get("metadata") or {}).get("uid", "")), None)
         self._enqueue(STATUS_KEY)
@@ -352,8 +386,20 @@ class Controller:
             self._cluster_changed()
 
     def _machineconfiguration_updated(self, old: dict[str, Any], new: dict[str, Any]) -> None:
-        # Our own status writes must not re-trigger a pass: only spec (and metadata) matter.
+        # Our own status writes must not re-trigger a pass: only spec (and metadata) matter, and
+        # the MCO's report of its own pass, which MCO-managed MachineSets are compared after.
         if old.get("spec") != new.get("spec"):
+            self._cluster_changed()
+        elif McoPass.from_machine_configuration(old) != McoPass.from_machine_configuration(new):
+            for key, state in list(self.states.items()):
+                if state.decision.manager is Manager.MCO:
+                    self._enqueue(key)
+
+    def _mco_updated(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+        # The MCO's version (ClusterOperator) or its gates (FeatureGate) decide who manages what;
+        # its conditions change all the time and decide nothing here.
+        keys = (("status", "versions"), ("status", "featureGates"))
+        if any(get_path(old, k) != get_path(new, k) for k in keys):
             self._cluster_changed()
 
     def _clusterversion_updated(self, old: dict[str, Any], new: dict[str, Any]) -> None:
@@ -406,6 +452,8 @@ class Controller:
             machine_configuration=one("machineconfiguration"),
             infrastructure=one("infrastructure"),
             cluster_version=one("clusterversion"),
+            mco_operator=one("mco_operator"),
+            feature_gate=one("feature_gate"),
             nodes=tuple(nodes.values()),
         )
 
@@ -418,7 +466,7 @@ class Controller:
             # every MachineSet alive after a pass (5,000 of them: +20 MiB).
             machines = tuple(o for read in MACHINE_READS for o in self.informers[read.role].list())
             try:
-                ctx = planning_context(replace(objects, machines=machines))
+                ctx = planning_context(replace(objects, machines=machines), gitops_labels=self.options.gitops_labels)
                 self._inputs = ClusterInputs(ctx, None, objects)
             except BootImageControllerError as exc:
                 log.error("cannot plan: bad cluster input", error=str(exc))
@@ -570,7 +618,18 @@ class Controller:
             if decision.reason == Reason.NOT_ENROLLED:
                 await self._release_if_claimed(obj, ctx)
             return MachineSetState(decision)
-        if decision.action is not Action.PATCH or self.options.dry_run or not self.is_leader():
+        self._claim_hold(key, decision, ctx)
+        if decision.manager is not Manager.OURS:
+            return self._delegated(key, decision)
+        self.disagreements.forget(key)
+        if self.options.dry_run or not self.is_leader():
+            return MachineSetState(decision)
+        if decision.taken_from_mco and decision.action in (Action.NOOP, Action.SKIP) and not _claimed(obj):
+            # Handed over from the MCO: claim it now, so the MCO leaves it alone before the next
+            # golden data change rather than racing us to it (a broken object is never written).
+            await self._claim_from_mco(obj)
+            return MachineSetState(decision)
+        if decision.action is not Action.PATCH:
             return MachineSetState(decision)
         refresh = decision.template.refresh if decision.template is not None else None
         if refresh is not None:
@@ -596,6 +655,61 @@ class Controller:
         return MachineSetState.failed(
             decision, Reason.PATCH_FAILED, "kept conflicting with other writers; will retry on their next change"
         )
+
+    def _delegated(self, key: str, decision: BootImageDecision) -> MachineSetState:
+        """Another manager's MachineSet: nothing is written (SPEC rule 2b). GitOps gets a proposal
+        (an Event, `_event_for`); an MCO-managed one is compared with our target once the MCO says
+        its pass is done, and a disagreement that outlasts the grace is reported."""
+        if decision.manager is not Manager.MCO:
+            self.disagreements.forget(key)
+            return MachineSetState(decision)
+        # From the watch as it is now: the parsed inputs are rebuilt on spec changes only.
+        found_mc = self.informers["machineconfiguration"].list()
+        mco_pass = McoPass.from_machine_configuration(found_mc[0] if found_mc else None)
+        found = self.disagreements.observe(key, decision, mco_pass, time.monotonic())
+        if found is not None and not found.lasting:
+            self._enqueue_after(key, found.wait)  # looked at again when the grace is over
+        return MachineSetState(decision, disagreement=found)
+
+    def _claim_hold(self, key: str, decision: BootImageDecision, ctx: PlanningContext) -> None:
+        """Keep why claiming this MachineSet makes the MCO hold upgrades (dropped when it does not),
+        for the Warning before the claim and our ClusterOperator's Upgradeable message after it."""
+        if not decision.taken_from_mco:
+            self.claim_warnings.pop(key, None)
+            return
+        objects = self.inputs().objects
+        warning = claim_hold_warning(
+            decision, ctx.facts.managers.mco, objects.machine_configuration,
+            install_version_from_cluster_version(objects.cluster_version),
+            self._boot_images_after(key, decision), self.options.skew_limits,
+        )
+        if warning is None:
+            self.claim_warnings.pop(key, None)
+        else:
+            self.claim_warnings[key] = warning.message
+
+    def _boot_images_after(self, key: str, decision: BootImageDecision) -> list[BootImageRelease]:
+        """Every known MachineSet's boot image once this patch is written (for the Manual value)."""
+        objects = self.inputs().objects
+        aleph = min_aleph((n.get("metadata") or {}).get("annotations") or {} for n in objects.nodes)
+        install = install_version_from_cluster_version(objects.cluster_version)
+        out = []
+        if decision.target_release:
+            out.append(BootImageRelease.rhcos(decision.target_release, ReleaseSource.GOLDEN_DATA))
+        for other_key, state in self.states.items():
+            d = state.decision
+            if other_key == key:
+                continue
+            if state.updated and d.target_release:
+                out.append(BootImageRelease.rhcos(d.target_release, ReleaseSource.MACHINESET_RECORD))
+                continue
+            kind, _, rest = other_key.partition("/")
+            cached = self.informers[kind].get(rest) if kind in self.informers else None
+            found = machineset_boot_image(((cached or {}).get("metadata") or {}).get("annotations") or {},
+                                          d.current_release, d.current_release_source, aleph, install)
+            if found is not None:
+                out.append(found)
+        return out
 
     async def _refresh_template(
         self, key: str, obj: dict[str, Any], decision: BootImageDecision, work: TemplateRefresh
@@ -667,6 +781,8 @@ class Controller:
             if refusal is not None:
                 obs.PATCHES.labels(result="blocked").inc()
                 return MachineSetState.failed(decision, refusal.reason, refusal.message), None
+        if not any(is_our_owner_reference(o.api_version, o.kind, o.name) for o in resource.owner_references):
+            await self._warn_before_claim(obj)
         if decision.capi is not None:
             # The new template first: the patch that points at it may only go once it exists.
             with write_preconditions(self.upgrade_gate):
@@ -699,6 +815,32 @@ class Controller:
                 return MachineSetState(decision), fresh
             return MachineSetState(decision), None
         return MachineSetState(decision), None  # GONE: deleted meanwhile
+
+    async def _claim_from_mco(self, obj: dict[str, Any]) -> None:
+        await self._warn_before_claim(obj)
+        async with self.claims_gate.claiming():
+            holder = self._cached_holder() or await self.writer.ensure_holder()
+            if holder.deleting:
+                self._enqueue(CLAIMS_KEY)  # claimed under the next holder
+                return
+            try:
+                with write_preconditions(self.upgrade_gate):
+                    result = await self.writer.claim(obj, holder)
+            except UpgradeGateClosed as exc:
+                log.info("claim not sent: upgrade gate closed", key=self.machine_key(obj), why=str(exc))
+                return
+        log.info("claimed a MachineSet handed over from the Machine Config Operator", key=self.machine_key(obj),
+                 result=result.value)
+
+    async def _warn_before_claim(self, obj: Mapping[str, Any]) -> None:
+        """The admin hears that the MCO will hold upgrades before the claim is written, not after:
+        the Warning is written (awaited) first, and our ClusterOperator's message follows."""
+        key = self.machine_key(obj)
+        message = self.claim_warnings.get(key)
+        if message is None or self.events is None:
+            return
+        log.warning("claim makes the Machine Config Operator hold upgrades", key=key, message=message)
+        await self.events.recorder.emit(_involved(obj), EVENT_TYPE_WARNING, EVENT_CLAIM_HOLDS_UPGRADES, message)
 
     @staticmethod
     async def _read_fresh(writer: MachineSetWriter, obj: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -899,6 +1041,8 @@ def _event_for(previous: MachineSetState | None, state: MachineSetState) -> tupl
         was = f" (was {state.refreshed.previous_release})" if state.refreshed.previous_release else ""
         verb = "replaced" if state.refreshed.result == "replaced" else "created"
         return EVENT_TYPE_NORMAL, EVENT_UPDATED, f"vSphere template {state.refreshed.name} {verb}: RHCOS {d.target_release}{was}"
+    if d.manager is not Manager.OURS:
+        return _companion_event(previous, state)
     if previous is not None and (previous.decision.reason, previous.error) == (d.reason, state.error):
         return None
     if state.error is not None:
@@ -909,6 +1053,23 @@ def _event_for(previous: MachineSetState | None, state: MachineSetState) -> tupl
         return EVENT_TYPE_WARNING, EVENT_FAILED, d.message
     if d.action is Action.SKIP and d.reason in ACTIONABLE_SKIPS:
         return EVENT_TYPE_WARNING, EVENT_SKIPPED, d.message
+    return None
+
+
+def _companion_event(previous: MachineSetState | None, state: MachineSetState) -> tuple[str, str, str] | None:
+    """Another manager's MachineSet: a GitOps one gets the patch we would send, once per target; an
+    MCO one a Warning when a disagreement becomes lasting. Its skips and errors are that manager's
+    to report, not ours."""
+    d, before = state.decision, previous.decision if previous is not None else None
+    if d.manager is Manager.GITOPS and d.action is Action.PATCH:
+        if before is None or (before.manager, before.action, before.target) != (d.manager, d.action, d.target):
+            return EVENT_TYPE_NORMAL, EVENT_PROPOSED, proposal_message(d)
+        return None
+    found = state.disagreement
+    if found is not None and found.lasting:
+        was = previous.disagreement if previous is not None else None
+        if was is None or not was.lasting or (before is not None and before.target != d.target):
+            return EVENT_TYPE_WARNING, EVENT_DISAGREEMENT, found.message
     return None
 
 

@@ -102,7 +102,9 @@ async def _run(args: argparse.Namespace) -> int:
     cloud = CloudChecks(core, args.gcp_endpoint, args.azure_endpoint, vsphere)
     controller = Controller(
         api,
-        ControllerOptions(dry_run=args.dry_run, cluster_operator=args.cluster_operator, concurrency=args.concurrency),
+        ControllerOptions(dry_run=args.dry_run, cluster_operator=args.cluster_operator, concurrency=args.concurrency,
+                          disagreement_grace=args.disagreement_grace, gitops_labels=tuple(args.gitops_label),
+                          skew_limits=limits),
         is_leader=lambda: elector.is_leader,
         before_patch=StubIgnitionChecks(core),
         on_pass=reporter,
@@ -124,7 +126,7 @@ async def _run(args: argparse.Namespace) -> int:
             spawn=supervisor.spawn,
             summary_target=controller.event_summary_target,
         )
-    controller.bind_queue(queue.add)
+    controller.bind_queue(queue.add, queue.add_after)
     if writer is not None:
         # A status someone else rewrote (our conditions dropped) is written back; our own writes
         # coming back through the watch are recognised and cost nothing.

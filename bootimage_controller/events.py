@@ -47,6 +47,7 @@ from .constants import (
     MACHINECONFIGURATION_KIND,
     MACHINESET_KIND,
     MACHINESET_VERSION,
+    MAX_EVENT_MESSAGE,
     MERGE_PATCH,
     OPERATOR_GROUP,
     OPERATOR_VERSION,
@@ -72,8 +73,6 @@ SUMMARY_NAMES = 20
 
 # Events of cluster-scoped objects go to `default`, as client-go does.
 CLUSTER_SCOPED_EVENT_NAMESPACE = "default"
-# The events.k8s.io/v1 `note` limit; core/v1 has none, but a longer message helps nobody.
-MAX_EVENT_MESSAGE = 1024
 
 # apiVersion by kind, for objects that do not carry one.
 _API_VERSIONS = {

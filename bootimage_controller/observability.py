@@ -40,6 +40,7 @@ from prometheus_client.aiohttp import make_aiohttp_handler
 from .constants import (
     METRIC_API_REQUESTS,
     METRIC_CLUSTER_BOOT_IMAGE,
+    METRIC_DISAGREEMENTS,
     METRIC_EVENTS_PENDING,
     METRIC_LEADER,
     METRIC_MACHINESETS,
@@ -253,6 +254,13 @@ API_REQUESTS = Counter(
 SKEW_UPGRADEABLE = Gauge(
     METRIC_SKEW_UPGRADEABLE,
     "1 when boot image skew allows cluster upgrades, 0 when it holds them.",
+    registry=REGISTRY,
+)
+DISAGREEMENTS = Gauge(
+    METRIC_DISAGREEMENTS,
+    "1 for each MachineSet the Machine Config Operator manages that stays on another boot image than this "
+    "controller's target after the MCO's pass (Event BootImageDisagreement).",
+    ["namespace", "name"],
     registry=REGISTRY,
 )
 SKEW_ENFORCEMENT_NONE = Gauge(

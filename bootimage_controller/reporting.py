@@ -22,11 +22,13 @@ from .constants import (
     CPMS_KIND,
     Action,
     ConditionReason,
+    Manager,
     Reason,
     SkewMode,
 )
 from .controller import Controller, MachineSetState
 from .errors import BootImageControllerError
+from .manager import MachineConfigOperator
 from .skew.assess import PassResult, assess_skew
 from .skew.verdict import SkewLimits, SkewVerdict
 from .status import (
@@ -75,13 +77,18 @@ class PassReporter:
         self._metrics(states)
         if self.writer is None:
             return
-        self.writer.set_machineconfiguration([progressing, degraded], skew_status)
+        # Where the MCO's own controller runs, the MachineConfiguration's boot image conditions (and,
+        # with its skew enforcement, the skew status) are the MCO's: ours go to our ClusterOperator.
+        mco, platform = _mco_and_platform(controller)
+        mine = [] if mco is not None and mco.writes_conditions(platform) else [progressing, degraded]
+        self.writer.set_machineconfiguration(mine, None if mco is not None and mco.runs_skew_enforcement else skew_status)
         co = ClusterOperatorStatus.build(
             synced=controller.synced(),
             progressing=progressing,
             degraded=degraded,
             verdict=self.verdict,
             now=now,
+            notes=tuple(controller.claim_warnings[k] for k in sorted(controller.claim_warnings)),
         )
         if self._co_due(co):
             self.writer.set_cluster_operator(co)
@@ -121,7 +128,13 @@ class PassReporter:
         gate = controller.upgrade_gate()
         if gate is not None:
             return PassSummary.blocked(ConditionReason.CLUSTER_NOT_STABLE, str(gate), degrading=False)
-        outcomes = [Outcome.from_decision(s.decision, patched=s.updated, error=s.error_text) for s in states]
+        # Another manager's MachineSets are not ours to count (SPEC rule 2b): like the unenrolled.
+        outcomes = [
+            Outcome.from_decision(s.decision, patched=s.updated, error=s.error_text)
+            if s.decision.manager is Manager.OURS
+            else Outcome(s.decision.kind, s.decision.namespace, s.decision.name, Result.UNMANAGED)
+            for s in states
+        ]
         # Not reconciled yet in this pass: pending, so the counts cover the whole fleet mid-pass.
         outcomes += [Outcome(kind, namespace, name, Result.PENDING) for kind, namespace, name in unplanned]
         return PassSummary.from_outcomes(outcomes)
@@ -175,6 +188,15 @@ class PassReporter:
         obs.MACHINESETS.clear()
         for (kind, action, reason), n in counts.items():
             obs.MACHINESETS.labels(kind=kind, action=action, reason=reason).set(n)
+        obs.DISAGREEMENTS.clear()
+        for s in states:
+            if s.disagreement is not None and s.disagreement.lasting:
+                obs.DISAGREEMENTS.labels(namespace=s.decision.namespace, name=s.decision.name).set(1)
+
+
+def _mco_and_platform(controller: Controller) -> tuple[MachineConfigOperator | None, str | None]:
+    ctx = controller.inputs().context
+    return (ctx.facts.managers.mco, ctx.facts.platform) if ctx is not None else (None, None)
 
 
 def _pass_result(states: list[MachineSetState]) -> PassResult | None:

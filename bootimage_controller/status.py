@@ -461,6 +461,7 @@ class ClusterOperatorStatus:
         previous: Iterable[Any] = (),
         version: str = __version__,
         operator_namespace: str | None = None,
+        notes: Sequence[str] = (),
     ) -> ClusterOperatorStatus:
         """Derive the ClusterOperator from our MachineConfiguration conditions and the skew verdict.
 
@@ -469,7 +470,9 @@ class ClusterOperatorStatus:
         - Degraded: mirrors `BootImageUpdateDegraded`, reason and message included.
         - Upgradeable: the skew verdict (SPEC section 5); Unknown until a verdict exists, which the
           cluster-version operator does not treat as a block.
-        `previous`: the ClusterOperator's current conditions, for the transition times.
+        `previous`: the ClusterOperator's current conditions, for the transition times. `notes`:
+        what the admin must hear about upgrades besides our verdict (a claim that makes the Machine
+        Config Operator hold them), added to the Upgradeable message.
         """
         prior = list(previous)
 
@@ -507,7 +510,7 @@ class ClusterOperatorStatus:
                 CO_UPGRADEABLE,
                 "True" if verdict.upgradeable else "False",
                 str(verdict.reason),
-                verdict.message,
+                " | ".join((verdict.message, *(f"Machine Config Operator: {n}" for n in notes))),
             )
         return cls(
             conditions=(available, co_progressing, co_degraded, upgradeable),

@@ -197,6 +197,14 @@ class MachineSetWriter:
         ops = boot_image_patch(obj, decision.changes, annotations, holder.uid)
         return await self._patch(obj, ops, "patch boot image")
 
+    async def claim(self, obj: Mapping[str, Any], holder: Holder) -> WriteResult:
+        """Only our owner reference (a MachineSet handed over from the MCO, whose boot image needs
+        no change now): the MCO skips it from then on."""
+        ops = boot_image_patch(obj, (), {}, holder.uid)
+        if len(ops) == 1:  # only the resourceVersion test: already ours
+            return WriteResult.APPLIED
+        return await self._patch(obj, ops, "claim")
+
     async def release(self, obj: Mapping[str, Any]) -> WriteResult:
         ops = release_patch(obj)
         if ops is None:
