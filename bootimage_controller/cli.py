@@ -30,6 +30,7 @@ from .constants import (
     DEFAULT_DISAGREEMENT_GRACE,
     DEFAULT_OCP_SKEW_LIMIT,
     DEFAULT_OVA_CACHE_DIR,
+    DEFAULT_RESYNC_PERIOD,
     DEFAULT_RHEL_SKEW_LIMIT,
     MAPI_NAMESPACE,
     OUTPUT_FORMATS,
@@ -234,6 +235,9 @@ def _add_run(sub: Any) -> None:
     p.add_argument("--disagreement-grace", type=duration_arg, default=DEFAULT_DISAGREEMENT_GRACE, metavar="DURATION",
                    help="how long an MCO-managed MachineSet may stay on another boot image than ours after the "
                         "MCO's pass before Event BootImageDisagreement (default: 40m, the MCO's longest resync)")
+    p.add_argument("--resync-period", type=duration_arg, default=DEFAULT_RESYNC_PERIOD, metavar="DURATION",
+                   help="plan every MachineSet again at least this often, so an outage that ended is noticed "
+                        "without an edit (default: 10m; a settled fleet writes nothing)")
     _add_logging(p)
     _add_skew_limits(p)
     _add_cloud_endpoints(p)

@@ -363,6 +363,10 @@ EVENT_DISAGREEMENT: Final = "BootImageDisagreement"
 # The MCO's informers resync every 20 to 40 minutes: a disagreement that outlives the longest of them
 # is not a pass in flight (`run --disagreement-grace`).
 DEFAULT_DISAGREEMENT_GRACE: Final = 40 * 60.0
+# Every key is planned again at least this often (`run --resync-period`): an outage that ended, a
+# cloud answer that changed, anything no watch event tells (issue 24). Plans that find nothing to do
+# write nothing.
+DEFAULT_RESYNC_PERIOD: Final = 10 * 60.0
 # Before claiming a MachineSet handed over from the MCO: the MCO's skew enforcement would then hold
 # upgrades (it resets its record to the install version for every MachineSet it skips).
 EVENT_CLAIM_HOLDS_UPGRADES: Final = "BootImageClaimWouldHoldUpgrades"

@@ -222,6 +222,12 @@ CloudLookup = Callable[[BootImageDecision], Awaitable[tuple[CloudFacts, frozense
 TemplateRefreshHook = Callable[[TemplateRefresh, Guard], Awaitable[RefreshOutcome]]
 # Failures retried with backoff (the others wait for the next change or resync).
 RETRIED_FAILURES = frozenset({Reason.PATCH_FAILED, Reason.TEMPLATE_REFRESH_FAILED})
+# Decisions that say an outage, not the MachineSet: planned again on a backoff of their own (no error
+# logged, `--once` unaffected) until the cloud or vCenter answers, so an outage that ends is noticed
+# without an edit (issue 24). The resync (daemon.RESYNC_PERIOD) is the slower net under everything.
+TRANSIENT_DECISIONS = frozenset({Reason.CLOUD_UNAVAILABLE, Reason.VCENTER_UNAVAILABLE})
+TRANSIENT_FIRST_RETRY = 5.0
+TRANSIENT_MAX_RETRY = 300.0
 
 
 class Controller:
@@ -263,6 +269,7 @@ class Controller:
         self._enqueue: Callable[[str], None] = lambda key: None
         self._enqueue_after: Callable[[str, float], None] = lambda key, delay: None
         self.disagreements = DisagreementClock(options.disagreement_grace)
+        self._outages: dict[str, int] = {}  # key -> transient decisions in a row
         # key -> why claiming it makes the MCO hold upgrades (our ClusterOperator says so too).
         self.claim_warnings: dict[str, str] = {}
         self.informers = self._make_informers(api_client)
@@ -371,6 +378,7 @@ class Controller:
         self._platform_evidence_changed()
         self.states.pop(self.machine_key(obj), None)
         self.disagreements.forget(self.machine_key(obj))
+        self._outages.pop(self.machine_key(obj), None)
         self.claim_warnings.pop(self.machine_key(obj), None)
         self._superseded.pop(self.machine_key(obj), None)
         self._hot_loops.pop(str((obj.get("metadata") or {}).get("uid", "")), None)
@@ -521,7 +529,17 @@ class Controller:
         state = self.states.get(key)
         if state is not None and state.error is not None and state.error_reason in RETRIED_FAILURES:
             return ReconcileResult(error=state.error_text, reason=str(state.error_reason))  # retried with backoff
-        return DONE
+        return self._retry_outage(key, state)
+
+    def _retry_outage(self, key: str, state: MachineSetState | None) -> ReconcileResult:
+        """Plan again soon (5 s, doubling to 5 min) while the cloud or vCenter does not answer."""
+        d = state.decision if state is not None else None
+        if d is None or d.reason not in TRANSIENT_DECISIONS or d.manager is not Manager.OURS:
+            self._outages.pop(key, None)
+            return DONE
+        tries = self._outages.get(key, 0)
+        self._outages[key] = tries + 1
+        return ReconcileResult(requeue_after=min(TRANSIENT_MAX_RETRY, TRANSIENT_FIRST_RETRY * 2**min(tries, 16)))
 
     def _report(self) -> None:
         """Recompute status from every outcome. It runs on the event loop, so mid-pass reports are

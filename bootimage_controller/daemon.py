@@ -30,6 +30,7 @@ from .cluster_proxy import ProxyEnvironment, ProxySettings
 from .constants import (
     CONFIG_GROUP,
     CONFIG_VERSION,
+    DEFAULT_RESYNC_PERIOD,
     INFRASTRUCTURE_NAME,
     INFRASTRUCTURE_PLURAL,
     SINGLE_REPLICA_TOPOLOGY,
@@ -157,7 +158,7 @@ async def _run(args: argparse.Namespace) -> int:
     try:
         if args.once:
             return await _once(controller, reporter, writer, elector, args, pass_done)
-        return await _serve(controller, queue, elector, writer, supervisor, args.concurrency)
+        return await _serve(controller, queue, elector, writer, supervisor, args.concurrency, args.resync_period)
     finally:
         supervisor.stopping()
         queue.shutdown()
@@ -255,10 +256,11 @@ async def _once(
     unreachable = await _unreachable(controller.api_client)
     if unreachable is not None:
         log.error("cannot reach the Kubernetes API server; writing nothing", server=unreachable[0], error=unreachable[1])
-        return 1
+        return _once_failed(f"cannot reach the Kubernetes API server {unreachable[0]}: {unreachable[1]}; wrote nothing")
     if not await controller.wait_synced(SYNC_TIMEOUT):
         log.error("caches did not sync; writing nothing", timeout=SYNC_TIMEOUT, errors=controller.sync_errors())
-        return 1
+        errors = "; ".join(f"{k}: {v}" for k, v in sorted(controller.sync_errors().items()))
+        return _once_failed(f"the caches did not sync within {SYNC_TIMEOUT:g}s ({errors}); wrote nothing")
 
     async def work() -> int:
         keys: dict[str, None] = {}  # ordered and de-duplicated
@@ -276,18 +278,45 @@ async def _once(
         summary = reporter.summary
         ok = not summary.degraded and summary.pending == 0 and not failed
         log.info("pass finished", degraded=summary.degraded, pending=summary.pending, failed=failed, ok=ok)
-        return 0 if ok else 1
+        if ok:
+            return 0
+        why = [summary.degraded_message()] if summary.degraded else []
+        why += [f"{summary.pending} patches not written"] if summary.pending else []
+        why += [f"{failed} reconciles failed"] if failed else []
+        return _once_failed(f"the pass did not complete cleanly: {'; '.join(why)}")
 
     try:
         return await elector.run(work, campaign=False)
     except LeaseHeldElsewhere as exc:
         log.error("not the leader: another replica holds the lease; writing nothing", holder=exc.holder, error=str(exc))
-        return 1
+        return _once_failed(f"not the leader: {exc}; wrote nothing")
     except LeadershipLost as exc:
         log.error("lost the lease during the pass; stopped writing", reason=str(exc))
-        return 1
+        # Why it was lost, in the same line: most often the API server stopped answering.
+        server = await _reachable_within(controller.api_client, LOST_LEASE_PROBE)
+        return _once_failed(f"lost the Lease during the pass and stopped writing: {exc}{server}")
     finally:
         await elector.release()
+
+
+# How long `--once` asks the API server, after losing the Lease, whether it still answers.
+LOST_LEASE_PROBE = 5.0
+
+
+def _once_failed(message: str) -> int:
+    """`run --once`'s one `error:` line for every way it fails (issue 24), then exit 1."""
+    print(f"error: {message}", file=sys.stderr)
+    return 1
+
+
+async def _reachable_within(api: Any, seconds: float) -> str:
+    """`; the API server <host> does not answer: <cause>` (or did not within `seconds`), else ``."""
+    server = str(getattr(api.configuration, "host", ""))
+    try:
+        found = await asyncio.wait_for(_unreachable(api), seconds)
+    except TimeoutError:
+        return f"; the API server {server} did not answer within {seconds:g}s"
+    return "" if found is None else f"; the API server {found[0]} does not answer: {found[1]}"
 
 
 async def _unreachable(api: Any) -> tuple[str, str] | None:
@@ -316,6 +345,14 @@ async def _reconcile_keys(controller: Controller, keys: list[str], concurrency: 
     return results.count(False)
 
 
+async def _resync(controller: Controller, period: float) -> None:
+    """Every key again each `period`: nothing a watch says is missed for longer (issue 24)."""
+    while True:
+        await asyncio.sleep(period)
+        log.debug("resync: planning every MachineSet again", period=period)
+        controller.enqueue_all()
+
+
 async def _serve(
     controller: Controller,
     queue: WorkQueue,
@@ -323,6 +360,7 @@ async def _serve(
     writer: StatusWriter | None,
     supervisor: Supervisor,
     concurrency: int,
+    resync_period: float = DEFAULT_RESYNC_PERIOD,
 ) -> int:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -336,7 +374,12 @@ async def _serve(
             raise CachesNotSynced(f"caches did not sync within {SYNC_TIMEOUT:g}s")
         log.info("leading: reconciling every MachineSet")
         controller.enqueue_all()
-        await run_workers(queue, controller.reconcile, concurrency)
+        # Finite: it is cancelled when the workers stop; an exception from it is still a failure.
+        resync = supervisor.spawn(_resync(controller, resync_period), "resync", finite=True)
+        try:
+            await run_workers(queue, controller.reconcile, concurrency)
+        finally:
+            resync.cancel()
         # The queue was shut down (SIGTERM) and drained: the last words, while still leading.
         # No rate-based extension of the Event budget here (qps 0.0): SHUTDOWN_GRACE bounds it.
         await _flush(controller, writer, 0.0)

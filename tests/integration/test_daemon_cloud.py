@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import os
 import select
@@ -136,3 +137,74 @@ async def _skipped_event(api: Any, name: str, text: str) -> bool:
         and text in e.get("message", "")
         for e in doc["items"]
     )
+
+
+class Relay:
+    """A TCP relay on loopback to moto that can be cut (every connection closed at once, as a
+    proxy that is down) and mended: an outage of the cloud API that ends."""
+
+    def __init__(self, target_port: int) -> None:
+        self.target_port = target_port
+        self.up = False
+        self.port = 0
+        self.refused = 0
+        self._server: asyncio.base_events.Server | None = None
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if not self.up:
+            self.refused += 1
+            writer.close()
+            return
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
+
+        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+            try:
+                while data := await src.read(65536):
+                    dst.write(data)
+                    await dst.drain()
+            except (ConnectionError, OSError):
+                pass
+            finally:
+                dst.close()
+
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+
+
+async def test_an_outage_that_ends_is_noticed_without_an_edit(
+    kube_cluster: TestCluster, kube_api: Any, moto: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cloud is unreachable when the daemon plans (CloudUnavailable), then reachable again: the
+    MachineSet is patched with no change to it (issue 24; the landed code never planned it again)."""
+    relay = Relay(int(moto.rsplit(":", 1)[1]))
+    await relay.start()
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{relay.port}")
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")  # fail fast: the outage is the daemon's to ride out
+    try:
+        await aws_cluster_with_credentials(kube_api)
+        before = await list_machinesets(kube_api)
+        async with daemon_task(kube_cluster.kubeconfig) as task:
+
+            async def refused() -> bool:
+                return relay.refused > 0
+
+            await wait_for(refused, 60, "the daemon to try the cloud while it is down")
+            await asyncio.sleep(2)
+            now = await list_machinesets(kube_api)
+            assert now["east-1"]["metadata"]["resourceVersion"] == before["east-1"]["metadata"]["resourceVersion"]
+            relay.up = True  # the outage ends; nobody touches the MachineSet
+
+            async def patched() -> bool:
+                return bool(ami_of(await list_machinesets(kube_api), "east-1") == {"id": AWS_422_US_EAST_1})
+
+            await wait_for(patched, 45, "the MachineSet patched once the cloud answers again")
+            assert not task.done()
+    finally:
+        await relay.stop()

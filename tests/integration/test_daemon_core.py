@@ -177,6 +177,53 @@ async def test_once_with_the_lease_held_elsewhere_writes_nothing_and_names_the_h
         await kube_request(kube_api, "DELETE", LEASE_PATH)
 
 
+def error_lines(result: subprocess.CompletedProcess[str]) -> list[str]:
+    return [line for line in result.stderr.splitlines() if line.startswith("error:")]
+
+
+async def test_once_that_loses_its_lease_to_a_dead_api_server_says_why_in_one_error_line(
+    fresh_cluster: ClusterFactory, tmp_path: Path
+) -> None:
+    """With short lease timings the Lease is lost before any request fails: the one `error:` line
+    still names the Lease, the server and why (issue 24: the landed code logged only "lost the lease
+    during the pass")."""
+    cluster = fresh_cluster(with_controller_manager=False)
+    apiserver = cluster.pids["kube-apiserver"]
+    async with await api_client_for(cluster.kubeconfig) as api:
+        await setup(api, bootimages_configmap("coreos-bootimages-4.22-multistream.yaml"))
+        for i in range(150):  # a pass long enough to be caught in the middle
+            await apply(api, machineset_from_fixture("aws-x86_64-us-east-1a-4.16.yaml", f"bulk-{i:03d}"))
+        env = {**os.environ, "POD_NAME": "once", "POD_NAMESPACE": MCO_NAMESPACE}
+        argv = [sys.executable, "-m", "bootimage_controller", "run", "--once", "--kubeconfig", str(cluster.kubeconfig),
+                "--health-addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0", "--log-format", "json",
+                "--qps", "20", "--leader-elect-lease-duration", "3s", "--leader-elect-renew-deadline", "2s",
+                "--leader-elect-retry-period", "0.5s"]
+        proc = subprocess.Popen(argv, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            async def leading() -> bool:
+                try:
+                    return bool((await kube_request(api, "GET", LEASE_PATH))["spec"].get("holderIdentity"))
+                except ApiException:
+                    return False
+
+            await wait_for(leading, 30, "the --once run to take the Lease")
+            os.kill(apiserver, signal.SIGSTOP)  # mid-pass: every request hangs, the Lease cannot be renewed
+            try:
+                out, err = await asyncio.to_thread(proc.communicate, timeout=90)
+            finally:
+                os.kill(apiserver, signal.SIGCONT)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
+    result = subprocess.CompletedProcess(argv, proc.returncode, out, err)
+    assert result.returncode == 1, result.stderr[-3000:]
+    assert "Traceback" not in result.stdout + result.stderr
+    lines = error_lines(result)
+    assert len(lines) == 1, result.stderr[-3000:]
+    assert "Lease" in lines[0] and cluster.server.removeprefix("https://") in lines[0], lines[0]
+
+
 async def test_once_with_leader_election_takes_and_releases_a_free_lease(kube_cluster: TestCluster, kube_api: Any) -> None:
     await setup(kube_api, bootimages_configmap("coreos-bootimages-4.22-multistream.yaml"))
     result = await asyncio.to_thread(run_once, kube_cluster.kubeconfig, identity="once-leader")
