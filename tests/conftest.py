@@ -57,3 +57,36 @@ def fresh_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterF
 
 
 # ==== end of section: test control plane ============================================================
+
+
+# ==== section: no traceback in any daemon log (issue 24) ===========================================
+# A daemon run in a test logs to the captured output (structlog, console or JSON); a traceback there
+# means something ended in an exception instead of a condition, a log line and an exit code. The
+# test fails even if its own assertions held. Daemon processes that log to files are checked by
+# `assert_no_traceback` where the test reads them.
+TRACEBACK = "Traceback (most recent call last)"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> object:
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    if report.when != "teardown" or not report.passed:
+        return
+    # Daemons run in the integration and reliability tests; unit tests log injected faults freely.
+    if not ({"integration", "reliability"} & set(item.keywords)) or "traceback_expected" in item.keywords:
+        return
+    captured = "".join(text for _when, _key, text in item._report_sections)
+    if TRACEBACK in captured:
+        report.outcome = "failed"
+        report.longrepr = f"a traceback was logged during the test (issue 24: none may be):\n{_around(captured)}"
+
+
+def _around(text: str) -> str:
+    at = text.index(TRACEBACK)
+    return text[max(0, at - 1500): at + 3000]
+
+
+def assert_no_traceback(log_text: str, where: str = "daemon log") -> None:
+    assert TRACEBACK not in log_text, f"{where} has a traceback:\n{_around(log_text)}"
+# ==== end of section: no traceback in any daemon log ================================================

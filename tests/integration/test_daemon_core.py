@@ -293,6 +293,7 @@ async def test_once_releases_claims_of_a_holder_deleted_while_the_daemon_was_dow
 # ---- supervision --------------------------------------------------------------------------------
 
 
+@pytest.mark.traceback_expected  # the dead worker is an injected bug: its traceback is what a report needs
 async def test_a_dead_worker_ends_the_leader_and_releases_the_lease(kube_cluster: TestCluster, kube_api: Any) -> None:
     await setup(kube_api, configmap_from_stream(GA_416, "4.16.0"))
     async with daemon_task(kube_cluster.kubeconfig, *FAST_LEASE, leader_elect=True) as task:
