@@ -167,6 +167,23 @@ def choose_format(fmt: str | None, stream: Any = None) -> LogFormat:
     return "console" if tty and not _in_cluster() else "json"
 
 
+class _CurrentStderr(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever `sys.stderr` is when a record is emitted, as logging's last-resort handler
+    does: a stream replaced after configuration (a test's capture, a redirect) is never written to
+    closed."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    @property
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value: Any) -> None:
+        pass
+
+
 def configure_logging(fmt: str | None = None, level: str | int = "INFO", stream: Any = None) -> LogFormat:
     """Route structlog and stdlib logging through one renderer on `stream` (stderr by default).
 
@@ -203,7 +220,7 @@ def configure_logging(fmt: str | None = None, level: str | int = "INFO", stream:
         # Not cached: configure_logging may run again and must take effect for existing loggers.
         cache_logger_on_first_use=False,
     )
-    handler = logging.StreamHandler(stream if stream is not None else sys.stderr)
+    handler = logging.StreamHandler(stream) if stream is not None else _CurrentStderr()
     handler.setFormatter(
         structlog.stdlib.ProcessorFormatter(
             foreign_pre_chain=shared,

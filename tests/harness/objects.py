@@ -615,8 +615,10 @@ async def kube_request(
     *,
     content_type: str = _JSON,
     query: Sequence[tuple[str, str]] = (),
+    headers: Mapping[str, str] | None = None,
 ) -> Any:
     """One request through the client's configuration (auth, TLS); the JSON answer as dicts.
+    `headers`: more request headers (e.g. `Impersonate-User`, which the admin token may send).
 
     Raises kubernetes_asyncio ApiException on a non-2xx answer, like the generated clients.
     """
@@ -624,7 +626,7 @@ async def kube_request(
         path,
         method,
         query_params=list(query),
-        header_params={"Accept": _JSON, "Content-Type": content_type},
+        header_params={"Accept": _JSON, "Content-Type": content_type, **(headers or {})},
         body=body,
         response_types_map={200: "object", 201: "object", 202: "object"},
         auth_settings=["BearerToken"],

@@ -367,3 +367,29 @@ async def test_reset_leaves_nothing_behind(kube_cluster: TestCluster, kube_api: 
     )
     assert listed["items"] == []
     assert await get_object(kube_api, infrastructure()) is None
+
+
+async def test_two_clusters_at_once_each_collect_garbage(
+    kube_cluster: TestCluster, kube_api: k8s_client.ApiClient, fresh_cluster: ClusterFactory
+) -> None:
+    """A second control plane beside the session's: each controller manager runs (no port either
+    binds for all, so neither exits) and each collects a dependent whose owner is gone (issue 25)."""
+    second = fresh_cluster()
+    assert second.running and kube_cluster.running
+    async with await api_client_for(second.kubeconfig) as other:
+        for cluster, api in ((kube_cluster, kube_api), (second, other)):
+            await asyncio.to_thread(cluster.wait_for_garbage_collector)
+            core = _core(api)
+            owner = await core.create_namespaced_config_map(
+                MAPI_NAMESPACE, {"metadata": {"name": "gc-owner-2", "namespace": MAPI_NAMESPACE}})
+            ref = {"apiVersion": "v1", "kind": "ConfigMap", "name": "gc-owner-2", "uid": owner.metadata.uid}
+            await core.create_namespaced_config_map(
+                MAPI_NAMESPACE, {"metadata": {"name": "gc-child-2", "namespace": MAPI_NAMESPACE, "ownerReferences": [ref]}})
+            await core.delete_namespaced_config_map("gc-owner-2", MAPI_NAMESPACE)
+
+            async def collected(core: Any = core) -> bool:
+                names = {cm.metadata.name for cm in (await core.list_namespaced_config_map(MAPI_NAMESPACE)).items}
+                return "gc-child-2" not in names
+
+            await _wait_until(collected, 60, f"the garbage collector of {cluster.server} to delete gc-child-2")
+    assert second.running and kube_cluster.running, "a controller manager exited"
