@@ -134,3 +134,32 @@ def test_changed_paths() -> None:
     assert changed_paths({"a": [1]}, {"a": [1, 2]}) == [("a",)]
     assert changed_paths({"a": 1}, {"a": True}) == [("a",)]
     assert changed_paths({"a": {"x": None}}, {"a": {"x": None}}) == []
+
+
+def test_a_gitops_machineset_gets_a_kustomize_patch_that_makes_the_same_change(run: Run, tmp_path: Path) -> None:
+    """Issue 22: for MachineSets applied from Git, `--write-patched` also writes a kustomize JSON 6902
+    patch (with the `patches:` entry in its header) whose ops make exactly the manifest's change."""
+    argo = machineset("tracked")
+    argo["metadata"].setdefault("annotations", {})["argocd.argoproj.io/tracking-id"] = "workers:machine.openshift.io/MachineSet:x/tracked"
+    flux = machineset("fluxed")
+    flux["metadata"].setdefault("labels", {})["kustomize.toolkit.fluxcd.io/name"] = "workers"
+    plain = machineset("plain")
+    out = tmp_path / "patched"
+    result = run("plan", cluster_dir(tmp_path, [argo, flux, plain]), "--write-patched", out, "-o", "json")
+    assert result.code == 0, result.err
+    managers = {m["name"]: m["manager"] for m in result.json()["machineSets"]}
+    assert managers == {"tracked": "gitops", "fluxed": "gitops", "plain": "bootimage-controller"}
+    patches = sorted(p.name for p in out.glob("*.patch.yaml"))
+    assert patches == ["openshift-machine-api_fluxed.patch.yaml", "openshift-machine-api_tracked.patch.yaml"]
+    text = (out / "openshift-machine-api_tracked.patch.yaml").read_text()
+    header = "\n".join(line[2:] for line in text.splitlines() if line.startswith("# ") and not line.startswith("# Proposed"))
+    entry = yaml.safe_load(header.split("patches:\n", 1)[1])
+    assert entry == [{"path": "openshift-machine-api_tracked.patch.yaml", "target": {
+        "group": "machine.openshift.io", "version": "v1beta1", "kind": "MachineSet",
+        "namespace": "openshift-machine-api", "name": "tracked"}}]
+    ops = yaml.safe_load(text)
+    assert [op["op"] for op in ops] == ["test", "replace"]
+    manifest = yaml.safe_load((out / "openshift-machine-api_tracked.yaml").read_text())
+    new_ami = manifest["spec"]["template"]["spec"]["providerSpec"]["value"]["ami"]
+    assert ops[1] == {"op": "replace", "path": "/spec/template/spec/providerSpec/value/ami", "value": new_ami}
+    assert ops[0]["value"] == argo["spec"]["template"]["spec"]["providerSpec"]["value"]["ami"]
