@@ -281,7 +281,9 @@ class Controller:
         reads = with_capi_version(CLUSTER_READS, self.capi_version)
         informers = {read.role: Informer(_list_watch(api, read), absent_ok=read.group != "") for read in reads}
         informers["holder"] = Informer(ListWatch.config_maps(api, CLAIM_HOLDER_NAMESPACE, name=CLAIM_HOLDER_NAME))
-        informers[CAPI_HOLDER] = Informer(ListWatch.config_maps(api, CAPI_NAMESPACE, name=CLAIM_HOLDER_NAME))
+        # Optional like every Cluster API read: without the component's rights it is refused (403).
+        informers[CAPI_HOLDER] = Informer(ListWatch.config_maps(api, CAPI_NAMESPACE, name=CLAIM_HOLDER_NAME),
+                                          absent_ok=True)
         for read in (*MACHINE_READS, *CAPI_READS):
             informers[read.role].add_handler(
                 on_add=self._machine_added, on_update=self._machine_updated, on_delete=self._machine_deleted
@@ -331,6 +333,15 @@ class Controller:
 
     def synced(self) -> bool:
         return all(i.has_synced.is_set() for i in self.informers.values())
+
+    def access_notes(self) -> list[str]:
+        """What the daemon may not read (optional kinds answered 403), for the ClusterOperator: the
+        Cluster API's rights come in an optional part of the install (manifests/components/capi)."""
+        refused = sorted({i.source.resource for i in self.informers.values() if i.forbidden})
+        if not refused:
+            return []
+        return [f"no rights to list {', '.join(refused)}: Cluster API objects are not managed (add the "
+                "manifests/components/capi kustomize component to manage them)"]
 
     # ---- event handlers: what makes a key worth reconciling -------------------------------------------
     @staticmethod

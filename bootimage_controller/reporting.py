@@ -89,6 +89,7 @@ class PassReporter:
             verdict=self.verdict,
             now=now,
             notes=tuple(controller.claim_warnings[k] for k in sorted(controller.claim_warnings)),
+            available_notes=tuple(controller.access_notes()),
         )
         if self._co_due(co):
             self.writer.set_cluster_operator(co)

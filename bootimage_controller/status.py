@@ -462,6 +462,7 @@ class ClusterOperatorStatus:
         version: str = __version__,
         operator_namespace: str | None = None,
         notes: Sequence[str] = (),
+        available_notes: Sequence[str] = (),
     ) -> ClusterOperatorStatus:
         """Derive the ClusterOperator from our MachineConfiguration conditions and the skew verdict.
 
@@ -481,7 +482,8 @@ class ClusterOperatorStatus:
 
         if synced:
             available = cond(
-                CO_AVAILABLE, "True", ConditionReason.AS_EXPECTED, "The boot image controller is running"
+                CO_AVAILABLE, "True", ConditionReason.AS_EXPECTED,
+                "; ".join(("The boot image controller is running", *available_notes)),
             )
         else:
             available = cond(

@@ -58,7 +58,8 @@ def csv() -> dict[str, Any]:
     for container in spec["template"]["spec"]["containers"]:
         if container["image"] == PACKAGE:
             container["image"] = _image()
-    rbac = _documents("rbac-controller.yaml")
+    # The bundle grants the Cluster API's rights too: clusterPermissions need no namespace to exist.
+    rbac = _documents("rbac-controller.yaml") + _documents("components/capi/rbac-capi.yaml")
     bound = {(b["roleRef"]["kind"], b["roleRef"]["name"], b["metadata"].get("namespace"))
              for b in rbac if b["kind"].endswith("Binding")
              and any(s.get("name") == PACKAGE and s.get("namespace") == NAMESPACE for s in b["subjects"])}

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator, Sequence
 
 import pytest
-from harness.cluster import ClusterFactory, TestCluster, start_test_cluster
+from harness.cluster import NAMESPACES, ClusterFactory, TestCluster, start_test_cluster
 from harness.objects import api_client_for, reset_cluster
 from kubernetes_asyncio import client as k8s_client
 
@@ -39,12 +39,14 @@ def fresh_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterF
     started: list[TestCluster] = []
 
     def start(
-        *, extra_apiserver_args: Sequence[str] = (), with_controller_manager: bool = True
+        *, extra_apiserver_args: Sequence[str] = (), with_controller_manager: bool = True,
+        namespaces: Sequence[str] = NAMESPACES,
     ) -> TestCluster:
         cluster = start_test_cluster(
             tmp_path_factory.mktemp("fresh-cluster"),
             extra_apiserver_args=extra_apiserver_args,
             with_controller_manager=with_controller_manager,
+            namespaces=namespaces,
         )
         started.append(cluster)
         return cluster

@@ -54,6 +54,9 @@ LIST_TIMEOUT = 60.0
 CONNECT_TIMEOUT = 10.0
 # A watch that ends this quickly without events counts as a failure (backoff), not a timeout.
 MIN_HEALTHY_WATCH = 1.0
+# A LIST refused with 403 on an optional kind is tried again this often (seconds), not on the
+# backoff: a left-out part of the install must not show up as a rising count of refused requests.
+FORBIDDEN_RETRY = 600.0
 
 
 def object_key(obj: KubeObject) -> str:
@@ -172,10 +175,14 @@ class Informer:
     ) -> None:
         """`absent_ok`: a 404 on LIST (the kind is not served, e.g. its CRD is not installed)
         counts as synced-and-empty, and the list is retried with backoff until the kind appears;
-        `absent` says so meanwhile. Otherwise the informer stays unsynced until the list works."""
+        `absent` says so meanwhile. So does a 403 (served, but no rights to list it: an optional
+        part of the install left out, e.g. the Cluster API's), with `forbidden` set and a retry only
+        every FORBIDDEN_RETRY seconds, so refused requests do not pile up. Otherwise the informer
+        stays unsynced until the list works."""
         self.source = source
         self.absent_ok = absent_ok
         self.absent = False
+        self.forbidden = False
         self.name = name or source.resource
         self.watch_timeout = watch_timeout
         self.backoff = backoff or Backoff(base=0.5, cap=30.0)
@@ -301,6 +308,8 @@ class Informer:
                     if need_list and self.absent_ok:
                         self._mark_absent()
                     need_list = True  # a kind that vanished mid-watch (CRD deleted): list again
+                elif exc.status == 403 and need_list and self.absent_ok:
+                    self._mark_forbidden(error)
                 elif exc.status == 410:
                     need_list = True
                     self._log.info("watch expired (410), re-listing", resource_version=self.resource_version)
@@ -318,7 +327,7 @@ class Informer:
                 # connections): it was healthy, so reconnect promptly instead of escalating the
                 # backoff at every cut. Only new events count, so this cannot spin.
                 attempt = 0
-            delay = self.backoff.delay(attempt)
+            delay = FORBIDDEN_RETRY if self.forbidden else self.backoff.delay(attempt)
             attempt += 1
             self._log.log(
                 logging.DEBUG if self.absent else logging.WARNING,
@@ -358,8 +367,15 @@ class Informer:
             if not cont:
                 return items, rv
 
+    def _mark_forbidden(self, error: str) -> None:
+        if not self.forbidden:
+            self._log.warning("no rights to list this resource; treating it as empty until they are granted",
+                              error=error, retry_every=FORBIDDEN_RETRY)
+        self.forbidden = True
+        self._mark_absent()
+
     def _mark_absent(self) -> None:
-        if not self.absent:
+        if not self.absent and not self.forbidden:
             self._log.info("resource is not served by the API server; treating it as empty until it is")
         self.absent = True
         self._replace([], None)
@@ -369,6 +385,7 @@ class Informer:
         if self.absent:
             self._log.info("resource is served now")
         self.absent = False
+        self.forbidden = False
         self.list_count += 1
         self._events_since_list = 0
         self.last_error = None

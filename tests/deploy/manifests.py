@@ -16,7 +16,9 @@ import yaml
 REPO: Final = Path(__file__).resolve().parents[2]
 MANIFESTS: Final = REPO / "manifests"
 # Folders of manifests/ that the default kustomization does not include, on purpose.
-NOT_IN_KUSTOMIZATION: Final = ("crds", "uninstall", "optional")
+NOT_IN_KUSTOMIZATION: Final = ("crds", "uninstall", "optional", "components")
+# The optional component with the Cluster API's rights (a namespace a default cluster lacks).
+CAPI_COMPONENT: Final = MANIFESTS / "components" / "capi"
 RBAC_KINDS: Final = frozenset({"Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"})
 WORKLOAD_KINDS: Final = frozenset({"Deployment", "DaemonSet", "Job"})
 # Verbs that hand out more than they say (granting, impersonating, escalating).
@@ -80,6 +82,18 @@ def default_set() -> list[Manifest]:
     for name in kustomization()["resources"]:
         out.extend(load_file(MANIFESTS / name))
     return out
+
+
+def capi_component() -> list[Manifest]:
+    """What the `components/capi` kustomize component adds."""
+    doc = yaml.safe_load((CAPI_COMPONENT / "kustomization.yaml").read_text())
+    assert doc["kind"] == "Component"
+    return [m for name in doc["resources"] for m in load_file(CAPI_COMPONENT / name)]
+
+
+def full_set() -> list[Manifest]:
+    """A cluster that manages Cluster API objects: the default set and the capi component."""
+    return [*default_set(), *capi_component()]
 
 
 def all_manifests() -> list[Manifest]:

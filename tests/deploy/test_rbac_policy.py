@@ -48,7 +48,9 @@ from .manifests import (
     Grant,
     Request,
     allowed,
+    capi_component,
     default_set,
+    full_set,
     grants_for,
     iter_rbac,
     one,
@@ -188,7 +190,7 @@ ALEPH_DENIED = [
 
 @pytest.fixture(scope="module")
 def controller() -> list[Grant]:
-    return grants_for(default_set(), MCO_NAMESPACE, CONTROLLER)
+    return grants_for(full_set(), MCO_NAMESPACE, CONTROLLER)
 
 
 @pytest.fixture(scope="module")
@@ -196,7 +198,7 @@ def aleph() -> list[Grant]:
     return grants_for(default_set(), MCO_NAMESPACE, ALEPH)
 
 
-@pytest.mark.parametrize("role", list(iter_rbac(default_set())), ids=lambda m: m.id)
+@pytest.mark.parametrize("role", list(iter_rbac(full_set())), ids=lambda m: m.id)
 def test_shipped_roles_follow_the_policy(role: Any) -> None:
     assert rbac_violations(role.obj) == []
 
@@ -279,3 +281,10 @@ def test_namespaced_rights_are_granted_by_role_bindings_in_their_namespace(contr
             assert not set(rule.resources) & {"secrets", "configmaps", "leases", "events"}, grant.role.id
     where = {g.namespace for g in controller}
     assert where == {None, MAPI_NAMESPACE, MCO_NAMESPACE, CAPI_NAMESPACE}
+
+
+def test_the_default_set_installs_on_a_cluster_without_the_cluster_api_namespace() -> None:
+    """openshift-cluster-api exists only with the ClusterAPIMachineManagement gate (issue 25): nothing
+    in `oc apply -k manifests/` may be in it; the optional component carries the Cluster API's rights."""
+    assert [m.id for m in default_set() if m.namespace == CAPI_NAMESPACE] == []
+    assert {(m.kind, m.namespace) for m in capi_component()} == {("Role", CAPI_NAMESPACE), ("RoleBinding", CAPI_NAMESPACE)}

@@ -205,7 +205,8 @@ class ClusterFactory(Protocol):
     """The `fresh_cluster` fixture: starts a throwaway cluster, stopped after the test."""
 
     def __call__(
-        self, *, extra_apiserver_args: Sequence[str] = (), with_controller_manager: bool = True
+        self, *, extra_apiserver_args: Sequence[str] = (), with_controller_manager: bool = True,
+        namespaces: Sequence[str] = NAMESPACES,
     ) -> TestCluster: ...
 
 
@@ -224,8 +225,10 @@ def start_test_cluster(
     *,
     extra_apiserver_args: Sequence[str] = (),
     with_controller_manager: bool = True,
+    namespaces: Sequence[str] = NAMESPACES,
 ) -> TestCluster:
     """Start etcd, kube-apiserver and (optionally) kube-controller-manager on loopback.
+    `namespaces`: the ones created (a default OpenShift cluster has no openshift-cluster-api).
 
     Applies `manifests/crds/*.yaml`, waits until every CRD is Established, creates the OpenShift
     namespaces, and only then starts the controller manager so that its garbage collector knows
@@ -236,7 +239,7 @@ def start_test_cluster(
     for attempt in range(_START_ATTEMPTS):
         attempt_dir = workdir if attempt == 0 else workdir / f"retry-{attempt}"
         try:
-            return _start_once(attempt_dir, binaries, extra_apiserver_args, with_controller_manager)
+            return _start_once(attempt_dir, binaries, extra_apiserver_args, with_controller_manager, namespaces)
         except ClusterStartError as exc:
             if "address already in use" not in str(exc):
                 raise
@@ -251,6 +254,7 @@ def _start_once(
     binaries: Binaries,
     extra_apiserver_args: Sequence[str],
     with_controller_manager: bool,
+    namespaces: Sequence[str] = NAMESPACES,
 ) -> TestCluster:
     workdir = workdir.resolve()
     log_dir = workdir / "logs"
@@ -286,7 +290,7 @@ def _start_once(
         )
         _wait_apiserver(cluster)
         _install_crds(cluster)
-        _create_namespaces(cluster)
+        _create_namespaces(cluster, namespaces)
         if with_controller_manager:
             assert binaries.kube_controller_manager is not None
             kcm_kubeconfig = workdir / "kcm.kubeconfig"
@@ -600,8 +604,8 @@ def _nullable_strings(schema: dict[str, Any], list_map_keys: frozenset[str]) -> 
         _nullable_strings(additional, frozenset())
 
 
-def _create_namespaces(cluster: TestCluster) -> None:
-    for name in NAMESPACES:
+def _create_namespaces(cluster: TestCluster, namespaces: Sequence[str] = NAMESPACES) -> None:
+    for name in namespaces:
         body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
         cluster.request("POST", "/api/v1/namespaces", body)
 

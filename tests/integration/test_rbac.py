@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import signal
@@ -27,7 +28,16 @@ from typing import Any
 
 import pytest
 import yaml
-from deploy.manifests import RBAC_KINDS, REPO, Manifest, all_manifests, default_set, grants_for
+from deploy.manifests import (
+    RBAC_KINDS,
+    REPO,
+    Manifest,
+    all_manifests,
+    capi_component,
+    default_set,
+    full_set,
+    grants_for,
+)
 from harness.cluster import ALEPH_REPORTER_USER, BOOTIMAGE_CONTROLLER_USER, TestCluster
 from harness.objects import (
     MERGE_PATCH,
@@ -184,8 +194,8 @@ async def test_every_manifest_is_accepted_by_the_api_server(
 # --- the shipped RBAC, for real --------------------------------------------------------------------
 
 
-def _rbac_manifests() -> list[Manifest]:
-    return [m for m in default_set() if _is_real(m)]
+def _rbac_manifests(manifests: list[Manifest] | None = None) -> list[Manifest]:
+    return [m for m in (full_set() if manifests is None else manifests) if _is_real(m)]
 
 
 async def _access_review(api: Any, attributes: Mapping[str, Any]) -> bool:
@@ -204,8 +214,15 @@ async def _access_review(api: Any, attributes: Mapping[str, Any]) -> bool:
 
 @pytest.fixture
 async def shipped_rbac(kube_cluster: TestCluster, kube_api: Any) -> AsyncIterator[None]:
-    """The default set's ServiceAccounts, Roles and bindings, applied; removed afterwards."""
-    manifests = _rbac_manifests()
+    """The full install's (default set and Cluster API component) ServiceAccounts, Roles and bindings,
+    applied; removed afterwards."""
+    async with _applied_rbac(kube_cluster, kube_api, full_set()):
+        yield
+
+
+@contextlib.asynccontextmanager
+async def _applied_rbac(kube_cluster: TestCluster, kube_api: Any, install: list[Manifest]) -> AsyncIterator[None]:
+    manifests = _rbac_manifests(install)
     for m in manifests:
         await server_side_apply(kube_api, m.obj, dry_run=False)
     # The authorizer learns of new bindings through its informers: wait until every binding counts.
@@ -214,7 +231,7 @@ async def shipped_rbac(kube_cluster: TestCluster, kube_api: Any) -> AsyncIterato
         (ALEPH_REPORTER_USER, "bootimage-aleph-reporter"),
     ):
         async with await api_client_for(kube_cluster.kubeconfig_for(user)) as as_sa:
-            for grant in grants_for(default_set(), MCO_NAMESPACE, sa):
+            for grant in grants_for(install, MCO_NAMESPACE, sa):
                 rule = grant.rules[0]
                 attributes = {
                     "verb": rule.verbs[0],
@@ -498,3 +515,55 @@ async def test_aleph_reporter_annotates_a_node_but_cannot_touch_anything_else(
     node = await get_object(kube_api, control_plane_node("master-0"))
     assert node is not None
     assert node["metadata"]["annotations"][ANNOTATION_ALEPH_VERSION] == "9.6.20251212-1"
+
+
+# --- a default cluster: no openshift-cluster-api, no Cluster API rights (issue 25) ------------------
+
+
+async def test_the_default_install_applies_on_a_cluster_without_the_cluster_api_namespace(
+    fresh_cluster: Any,
+) -> None:
+    """`oc apply -k manifests/` on a default 4.2x cluster (no ClusterAPIMachineManagement, so no
+    openshift-cluster-api): every object is accepted; the capi component is what needs the namespace."""
+    from harness.cluster import NAMESPACES
+
+    from bootimage_controller.constants import CAPI_NAMESPACE
+
+    cluster = fresh_cluster(with_controller_manager=False, namespaces=[n for n in NAMESPACES if n != CAPI_NAMESPACE])
+    async with await api_client_for(cluster.kubeconfig) as api:
+        for crd_path in sorted(TEST_CRDS.glob("*.yaml")):  # ServiceMonitor, SCC: OpenShift has them
+            await kube_request(api, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+                               yaml.safe_load(crd_path.read_text()))
+
+        async def served() -> bool:
+            groups = await kube_request(api, "GET", "/apis")
+            names = {g["name"] for g in groups["groups"]}
+            return {"monitoring.coreos.com", "security.openshift.io"} <= names
+
+        await wait_for(served, 30, "the stand-in CRDs to be served")
+        for manifest in default_set():
+            stored = await server_side_apply(api, manifest.obj, dry_run=True)
+            assert stored["metadata"]["name"] == manifest.name, manifest.id
+        with pytest.raises(ApiException) as missing:
+            await server_side_apply(api, capi_component()[0].obj, dry_run=True)
+        assert missing.value.status == 404 and CAPI_NAMESPACE in str(missing.value.body)
+
+
+async def test_without_the_cluster_api_rights_the_daemon_says_so_and_does_the_rest(
+    kube_cluster: TestCluster, kube_api: Any
+) -> None:
+    """Cluster API CRDs served but the component left out: the daemon's CAPI informers are refused,
+    it says so once on its ClusterOperator, and every Machine API MachineSet is still handled."""
+    async with _applied_rbac(kube_cluster, kube_api, default_set()):
+        from bootimage_controller import daemon
+
+        await setup_cluster(kube_api, bootimages_configmap("coreos-bootimages-4.22-multistream.yaml"))
+        as_controller = kube_cluster.kubeconfig_for(BOOTIMAGE_CONTROLLER_USER)
+        assert await daemon._run(run_args(as_controller, "--once", "--no-leader-elect")) == 0
+        fleet = await list_machinesets(kube_api)
+        assert boot_value(fleet["aws-1a"], ("ami",)) == {"id": AWS_422_US_EAST_1}
+        co = await _conditions(kube_api, CO_PATH)
+        assert co["Available"]["status"] == "True"
+        message = co["Available"]["message"]
+        assert "no rights to list" in message and "machinedeployments" in message
+        assert "manifests/components/capi" in message
