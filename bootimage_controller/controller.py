@@ -224,7 +224,7 @@ TemplateRefreshHook = Callable[[TemplateRefresh, Guard], Awaitable[RefreshOutcom
 RETRIED_FAILURES = frozenset({Reason.PATCH_FAILED, Reason.TEMPLATE_REFRESH_FAILED})
 # Decisions that say an outage, not the MachineSet: planned again on a backoff of their own (no error
 # logged, `--once` unaffected) until the cloud or vCenter answers, so an outage that ends is noticed
-# without an edit (issue 24). The resync (daemon.RESYNC_PERIOD) is the slower net under everything.
+# without an edit (issue 24). The resync (`run --resync-period`) is the slower net under everything.
 TRANSIENT_DECISIONS = frozenset({Reason.CLOUD_UNAVAILABLE, Reason.VCENTER_UNAVAILABLE})
 TRANSIENT_FIRST_RETRY = 5.0
 TRANSIENT_MAX_RETRY = 300.0
