@@ -50,6 +50,7 @@ EXIT_BAD_INPUT = 1
 EXIT_USAGE = 2
 EXIT_SKEW = 3
 EXIT_DOWNGRADE = 4  # --fail-on-downgrade: --bootimages is older than the cluster
+EXIT_CANNOT_JUDGE = 5  # --fail-on-downgrade: there is no release to compare (issue 27: never a silent 0)
 
 ENV_GCP_ENDPOINT = "BOOTIMAGE_GCP_ENDPOINT"
 ENV_OVA_MIRROR = "BOOTIMAGE_OVA_MIRROR"
@@ -170,7 +171,9 @@ def _add_plan(sub: Any) -> None:
         ),
         epilog=(
             "exit status: 0 a plan was made (skips and per-MachineSet errors included), 1 bad input, "
-            "2 usage, 3 with --fail-on-skew when boot image skew would hold upgrades"
+            "2 usage, 3 with --fail-on-skew when boot image skew would hold upgrades, 4 with "
+            "--fail-on-downgrade when --bootimages is older than the cluster, 5 with --fail-on-downgrade "
+            "when that cannot be told"
         ),
     )
     p.add_argument("paths", nargs="*", metavar="PATH", help="YAML/JSON files or folders (searched recursively); - reads standard input")
@@ -451,11 +454,15 @@ def cmd_plan(args: argparse.Namespace) -> int:
         written = plan_output.write_patched(report.decisions, prepared.objects_by_key(), Path(args.write_patched))
         print(f"wrote {len(written)} patched manifest(s) to {args.write_patched}", file=sys.stderr)
     code = EXIT_SKEW if args.fail_on_skew and report.upgrades_held else EXIT_OK
-    downgrade = _downgrade(args, prepared)
+    downgrade, unknown = _downgrade(args, prepared)
     if downgrade is not None:
         print(f"warning: {downgrade}", file=sys.stderr)
         if args.fail_on_downgrade and code == EXIT_OK:
             code = EXIT_DOWNGRADE
+    elif unknown is not None and args.fail_on_downgrade:
+        print(f"warning: --fail-on-downgrade cannot judge: {unknown}", file=sys.stderr)
+        if code == EXIT_OK:
+            code = EXIT_CANNOT_JUDGE
     try:
         sys.stdout.write(plan_output.render(report, "table" if args.output == "wide" else args.output,
                                             _terminal_width(), _table_style(args.output)))
@@ -581,25 +588,32 @@ def _table_style(output: str) -> Any:
     return TableStyle(width=_terminal_width() if tty and output != "wide" else None, colour=colour)
 
 
-def _downgrade(args: argparse.Namespace, prepared: PreparedPlan) -> str | None:
-    """`--bootimages` of an older OCP release than the cluster runs: planned as given (the golden
-    data is the target), but worth a loud line: it moves boot images backwards."""
+def _downgrade(args: argparse.Namespace, prepared: PreparedPlan) -> tuple[str | None, str | None]:
+    """(downgrade, unknown). `downgrade`: `--bootimages` of an older OCP release than the cluster
+    runs: planned as given (the golden data is the target), but worth a loud line: it moves boot
+    images backwards. `unknown`: why that cannot be told (no release in the golden data, no
+    ClusterVersion, a version that does not parse)."""
     from .errors import VersionError
     from .skew.versions import OcpVersion
 
+    if not args.bootimages:
+        return None, None
     golden_release = prepared.context.golden.release_version
     cv = prepared.inputs.cluster_version
     desired = ((cv.obj.get("status") or {}).get("desired") or {}).get("version") if cv is not None else None
-    if not args.bootimages or not golden_release or not isinstance(desired, str):
-        return None
+    if not golden_release:
+        return None, (f"--bootimages {args.bootimages} names no OCP release (a bare stream JSON, or a ConfigMap "
+                      "without data.releaseVersion)")
+    if not isinstance(desired, str):
+        return None, "the input has no ClusterVersion with status.desired.version to compare with"
     try:
         given, running = OcpVersion.parse(golden_release), OcpVersion.parse(desired)
-    except VersionError:
-        return None
+    except VersionError as exc:
+        return None, str(exc)
     if (given.major, given.minor, given.patch) >= (running.major, running.minor, running.patch):
-        return None
+        return None, None
     return (f"--bootimages {args.bootimages} is OCP {golden_release}, older than the cluster's {desired} "
-            "(ClusterVersion status.desired): patches would move boot images back")
+            "(ClusterVersion status.desired): patches would move boot images back"), None
 
 
 def _terminal_width() -> int:

@@ -86,6 +86,33 @@ class _PyKubeYamlLoader(yaml.SafeLoader):
     here too deep a document is a RecursionError, which we report, not a crash."""
 
 
+def _unique_keys(loader: Any, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+    """A mapping whose keys are unique, as kubectl and the API server require. PyYAML keeps the last
+    value of a repeated key: two manifests concatenated without a `---` line then merge silently
+    into one object (issue 27). A repeated key is an error naming its line."""
+    seen: dict[Any, int] = {}
+    for key_node, _value in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":
+            continue
+        key = loader.construct_object(key_node, deep=deep)
+        try:
+            first = seen.setdefault(key, key_node.start_mark.line)
+        except TypeError:
+            continue  # an unhashable (complex) key: the base constructor reports it
+        if first != key_node.start_mark.line:
+            raise yaml.constructor.ConstructorError(
+                None, None,
+                f"key {key!r} repeats the one at line {first + 1}: were two documents joined without a "
+                "'---' line between them?",
+                key_node.start_mark,
+            )
+    mapping: dict[Any, Any] = yaml.constructor.SafeConstructor.construct_mapping(loader, node, deep)
+    return mapping
+
+
+_KubeYamlLoader.construct_mapping = _unique_keys
+_PyKubeYamlLoader.construct_mapping = _unique_keys  # type: ignore[method-assign,assignment]
+
 _NO_TIMESTAMPS = {
     first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
@@ -330,7 +357,8 @@ class PlanInputs:
     nodes: tuple[SourcedObject, ...] = ()
     secrets: Mapping[str, SourcedObject] = field(default_factory=dict)  # platform -> its credentials Secret
     ignored: int = 0
-    capi: tuple[SourcedObject, ...] = ()  # Cluster API MachineSets and MachineDeployments
+    capi: tuple[SourcedObject, ...] = ()
+    kinds: tuple[str, ...] = ()  # every kind found in the input, sorted (for messages)  # Cluster API MachineSets and MachineDeployments
     templates: Mapping[tuple[str, str, str], SourcedObject] = field(default_factory=dict)  # (kind, ns, name)
 
 
@@ -376,6 +404,7 @@ def classify(objects: Iterable[SourcedObject]) -> PlanInputs:
         nodes=tuple(sorted(nodes, key=lambda o: o.name)),
         secrets=secrets,
         ignored=ignored,
+        kinds=tuple(sorted({o.kind for o in unique.values()})),
         capi=tuple(sorted(capi, key=lambda o: (o.kind, o.namespace, o.name))),
         templates=templates,
     )
@@ -425,6 +454,14 @@ def golden_from(inputs: PlanInputs, bootimages_file: str | None) -> GoldenSource
         cm = inputs.bootimages
         golden = GoldenBootImages.from_configmap(cm.obj, source=f"{cm.source}: ConfigMap {MCO_NAMESPACE}/{BOOTIMAGES_CONFIGMAP}")
         return GoldenSource(golden, f"ConfigMap {BOOTIMAGES_CONFIGMAP} ({cm.source})")
+    if not inputs.kinds:
+        # The real cause first (issue 27): an empty file, an empty folder or nothing on stdin.
+        raise InputError("plan", None, "no Kubernetes objects in the input: nothing to plan (an empty file, folder "
+                                       "or standard input?)")
+    if not inputs.machines and not inputs.capi:
+        raise InputError("plan", None, f"the input had no MachineSet, only {', '.join(inputs.kinds)}; plan reads "
+                                       f"MachineSets and the ConfigMap {MCO_NAMESPACE}/{BOOTIMAGES_CONFIGMAP} (or "
+                                       "--bootimages FILE)")
     raise InputError(
         "plan",
         None,
