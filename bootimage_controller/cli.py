@@ -203,7 +203,16 @@ def _add_plan(sub: Any) -> None:
 
 
 def _add_run(sub: Any) -> None:
-    p = sub.add_parser("run", help="run the controller (the daemon)")
+    p = sub.add_parser(
+        "run", help="run the controller (the daemon)",
+        description=(
+            "Watch MachineSets (and, opted in, the ControlPlaneMachineSet and Cluster API objects), plan each "
+            "against the golden boot images, and, while holding the Lease, claim and patch the ones this "
+            "controller manages (the Machine Config Operator, Hive and GitOps keep theirs); report conditions, "
+            "skew and metrics."
+        ),
+        epilog="exit status: 0 stopped cleanly (or --once: a clean pass), 1 a failure, said in one 'error:' line with --once",
+    )
     _add_kubeconfig(p, "default: in-cluster, else $KUBECONFIG or ~/.kube/config")
     p.add_argument("--dry-run", action="store_true", help="plan and report, but write nothing to MachineSets")
     p.add_argument("--once", action="store_true",
@@ -257,7 +266,14 @@ def _add_gitops_label(p: argparse.ArgumentParser) -> None:
 def _add_aleph_report(sub: Any) -> None:
     from .constants import DEFAULT_ALEPH_REPORT_INTERVAL
 
-    p = sub.add_parser("aleph-report", help="node agent: annotate this Node with its aleph (install boot image) version")
+    p = sub.add_parser(
+        "aleph-report", help="node agent: annotate this Node with its aleph (install boot image) version",
+        description=(
+            "Run on control-plane Nodes (a DaemonSet): read the aleph file the Node was installed from and "
+            "annotate the Node with its build id, the install-time boot image the skew check falls back to."
+        ),
+        epilog="exit status: 0 reported (or still running), 1 a failure (--once), said in one 'error:' line",
+    )
     p.add_argument("--node-name", default=os.environ.get("NODE_NAME") or None, metavar="N",
                    help="this Node's name (default: $NODE_NAME)")
     p.add_argument("--aleph-path", default=DEFAULT_ALEPH_PATH, metavar="P",
@@ -271,14 +287,32 @@ def _add_aleph_report(sub: Any) -> None:
 
 
 def _add_release_claims(sub: Any) -> None:
-    p = sub.add_parser("release-claims", help="remove all our owner references, then the claims finalizer")
+    p = sub.add_parser(
+        "release-claims", help="remove all our owner references, then the claims finalizer",
+        description=(
+            "Before uninstalling: remove this controller's owner reference from every MachineSet and Cluster "
+            "API object it claimed, then the finalizer of the claim holder ConfigMap. Scale the daemon to zero "
+            "first (oc -n openshift-machine-config-operator scale deployment/bootimage-controller --replicas=0): "
+            "a running leader claims again at its next patch."
+        ),
+        epilog="exit status: 0 every claim released, 1 a failure, said in one 'error:' line",
+    )
     _add_kubeconfig(p, "default: in-cluster, else $KUBECONFIG or ~/.kube/config")
     _add_logging(p)
     p.set_defaults(handler=_lazy("commands", "release_claims"))
 
 
 def _add_rollback(sub: Any) -> None:
-    p = sub.add_parser("rollback", help="restore a MachineSet's boot image from its boot-image-previous annotation")
+    p = sub.add_parser(
+        "rollback", help="restore a MachineSet's boot image from its boot-image-previous annotation",
+        description=(
+            "Write back the boot image a MachineSet had before this controller's last patch (its "
+            "machineconfiguration.openshift.io/boot-image-previous annotation), and opt it out in the same "
+            "write (annotation machineconfiguration.openshift.io/boot-image-updates: Disabled) so the daemon "
+            "does not put the golden image straight back. Remove that annotation to resume updates."
+        ),
+        epilog="exit status: 0 restored (or --dry-run shown), 1 a failure, said in one 'error:' line",
+    )
     p.add_argument("name", metavar="NAME", help="the MachineSet")
     p.add_argument("-n", "--namespace", default=MAPI_NAMESPACE, help=f"its namespace (default: {MAPI_NAMESPACE})")
     p.add_argument("--dry-run", action="store_true", help="show the change without writing it")
@@ -478,7 +512,7 @@ def _cloud_verify(
     """Rule 9: ask the clouds about the images the offline plan names, then plan again with the answers."""
     from . import plan_inputs
     from .cloud import queries
-    from .cloud.verifier import CloudVerifier
+    from .cloud.verifier import SDK_EXTRAS, CloudVerifier
 
     creds = plan_inputs.cloud_credentials(prepared.inputs, os.environ)
     secrets: dict[Any, Any] = dict(creds.secrets)
@@ -486,6 +520,7 @@ def _cloud_verify(
     try:
         prepared, decisions = asyncio.run(_verify_rounds(verifier, prepared, decisions))
         platforms = sorted(str(p) for p in verifier.platforms)
+        no_sdk = {str(p) for p in verifier.sdk_missing}
     finally:
         verifier.close()
     used = [f"{p} ({origin})" for p, origin in creds.origins.items() if str(p) in platforms]
@@ -496,6 +531,13 @@ def _cloud_verify(
                     else "VSphere (no credentials Secret among the inputs)")
     missing = {d.platform for d in decisions if d.platform in queries.CLOUD_PLATFORM_NAMES} - set(platforms)
     note = "cloud verification: " + ("; ".join(used) if used else "no usable credentials")
+    for name in sorted(missing & no_sdk):
+        # The credentials are there; the SDK is what is missing (issue 27): say that, and the fix.
+        note += f"; offline rules for {name} (its SDK is not installed)"
+        print(f"warning: --cloud-verify: the {name} SDK is not installed, so {name} was planned with the offline "
+              f"rules; install it with: pip install 'bootimage-controller[{SDK_EXTRAS[Platform(name)]}]'",
+              file=sys.stderr)
+    missing -= no_sdk
     if missing:
         names = ", ".join(sorted(str(m) for m in missing))
         note += f"; offline rules for {names} (no credentials)"

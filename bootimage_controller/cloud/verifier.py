@@ -210,6 +210,11 @@ class CloudVerifier:
                 resource_version=credentials.source.resource_version, detail=repr(credentials),
             )
 
+    @property
+    def sdk_missing(self) -> frozenset[Platform]:
+        """Platforms whose credentials were given but whose SDK is not installed."""
+        return frozenset(self._sdk_missing)
+
     def _install(self, p: Platform, creds: CloudCredentials) -> bool:
         """Make the platform's client; False (offline rules, said once) when its SDK, an extra of
         the package (`bootimage-controller[aws]`, `[gcp]`, `[azure]`, `[cloud]`), is not installed."""

@@ -127,6 +127,7 @@ def test_marketplace_amis_get_a_second_round(run: Run, tmp_path: Path, monkeypat
 
     class FakeVerifier:
         platforms = frozenset({Platform.AWS})
+        sdk_missing: frozenset[Platform] = frozenset()
 
         async def verify(self, keys: Any, marketplace: Any = ()) -> CloudFacts:
             calls.append((list(keys), list(marketplace)))

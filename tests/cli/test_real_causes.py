@@ -55,3 +55,16 @@ def test_fail_on_downgrade_that_cannot_judge_says_so_and_exits_5(run: Run) -> No
     assert "--fail-on-downgrade cannot judge" in result.err and "names no OCP release" in result.err
     # Without the flag the same plan is a plain success, and a judged case keeps its own code.
     assert run("plan", EXAMPLE, "--bootimages", BARE_STREAM, "-o", "json").code == 0
+
+
+def test_every_subcommand_has_a_description_and_its_exit_codes(run: Run) -> None:
+    """Issue 27 item 2: `--help` of each subcommand says what it does and how it exits; release-claims
+    says to scale the daemon to zero first."""
+    for command in ("plan", "run", "aleph-report", "release-claims", "rollback"):
+        result = run(command, "--help")
+        assert result.code == 0
+        text = " ".join(result.out.split())
+        assert "exit status: 0" in text, command
+        usage_end = result.out.index("\n\n")
+        assert result.out[usage_end:].strip().split("\n")[0] not in ("options:", "positional arguments:"), command
+    assert "--replicas=0" in " ".join(run("release-claims", "--help").out.split())

@@ -53,3 +53,8 @@ def test_cloud_verify_without_the_sdk_says_which_extra_to_install(tmp_path: Path
     assert result.returncode == 0, result.stderr
     assert "bootimage-controller[aws]" in result.stderr
     assert "Traceback" not in result.stderr
+    # The real cause, not "no usable credentials" (issue 27): the credentials are right there.
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
+    assert warnings == ["warning: --cloud-verify: the AWS SDK is not installed, so AWS was planned with the offline "
+                        "rules; install it with: pip install 'bootimage-controller[aws]'"], result.stderr
+    assert "no usable credentials" not in result.stderr
