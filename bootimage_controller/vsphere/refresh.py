@@ -2,7 +2,8 @@
 
 The order (reference section 6, and why each step is where it is):
 
-1. Recover what a crashed refresh left, recognised by its fixed names (`topology.leftover_names`):
+1. Recover what a crashed refresh left, recognised by its names, fixed per template and release
+   (`topology.leftover_names`):
    an old template renamed away but no template of the name -> renamed back (roll back); both ->
    the swap had put the new one in place, the old one is deleted (finish).
 2. The template already holds the target (another MachineSet's refresh did it): done, no import.
@@ -111,8 +112,8 @@ class _Refresh:
     def __init__(self, owner: TemplateRefresher, client: VCenterClient, work: TemplateRefresh, guard: Guard) -> None:
         self.owner, self.client, self.work, self.guard = owner, client, work, guard
         self.s = client.session
-        self.tmp_name, self.old_name = leftover_names(work.name)
         self.release = work.ova.release
+        self.tmp_name, self.old_name = leftover_names(work.name, self.release)
 
     async def _find(self) -> dict[str, tuple[str, TemplateVm] | None]:
         p = self.work.placement

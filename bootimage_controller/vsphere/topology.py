@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import posixpath
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -177,11 +178,16 @@ def _same_datastore(domain: str, workspace: str | None) -> bool:
     return ("/" not in a and b.rsplit("/", 1)[-1] == a) or ("/" not in b and a.rsplit("/", 1)[-1] == b)
 
 
-def leftover_names(name: str) -> tuple[str, str]:
-    """(temporary, old) VM names of a refresh of template `name`, fixed per name so a crashed
-    refresh is recognised on the next pass. Short: they must fit vCenter's 80 characters."""
+def leftover_names(name: str, release: str) -> tuple[str, str]:
+    """(temporary, old) VM names of a refresh of template `name` to `release`, fixed per name and
+    release so a crashed refresh is recognised on the next pass. The temporary name carries the
+    release (issue 25): vCenter keeps a VM's files in a datastore folder named after the VM at its
+    creation and a rename moves none, so the template built at the last release still holds the
+    folder of its temporary name; one fixed name collided (FileAlreadyExists) from the second
+    release on. Short: they must fit vCenter's 80 characters."""
     digest = hashlib.sha256(name.encode()).hexdigest()[:12]
-    return f"bic-tmp-{digest}", f"bic-old-{digest}"
+    tag = re.sub(r"[^A-Za-z0-9.-]", "-", release)[:40]
+    return f"bic-tmp-{digest}-{tag}", f"bic-old-{digest}"
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:

@@ -371,3 +371,37 @@ async def kube_request_delete_secret(kube_api: Any) -> None:
     from harness.objects import kube_request
 
     await kube_request(kube_api, "DELETE", f"/api/v1/namespaces/{MAPI_NAMESPACE}/secrets/{VSPHERE_CREDENTIALS_SECRET}")
+
+
+async def test_a_template_the_controller_built_is_replaced_release_after_release(
+    kube_cluster: TestCluster, kube_api: Any, world: World
+) -> None:
+    """Issue 25: the first pass builds the missing template, and each new release replaces the one
+    the controller built the time before (a rename moves no files: an import under a fixed temporary
+    name collided with the last one's datastore folder, FileAlreadyExists, from the second release on).
+    One template of the name at the end, nothing temporary left, and a settled pass writes nothing."""
+    releases = ("9.6.20250101-0", "9.6.20251212-1", "9.8.20260403-0")
+    shas = {r: make_ova(world.ovas.directory / f"r{i}.ova", r) for i, r in enumerate(releases)}
+    si = connect(world.sim)  # the installer's folder, empty: the template is missing
+    si.content.searchIndex.FindByInventoryPath("DC0").vmFolder.CreateFolder(INFRA)
+    await arrange(kube_api, world, vsphere_machineset(world.sim, "workers", COMPUTED))
+    for i, release in enumerate(releases):
+        cm = golden(world)
+        stream = json.loads(cm["data"]["stream"])
+        stream["architectures"]["x86_64"]["artifacts"]["vmware"] = {
+            "release": release,
+            "formats": {"ova": {"disk": {"location": f"{world.ovas.url}/r{i}.ova", "sha256": shas[release]}}},
+        }
+        cm["data"]["stream"] = json.dumps(stream)
+        await apply(kube_api, cm)
+        imports = obs.TEMPLATE_IMPORTS.labels(result="imported")._value.get()
+        assert await once(kube_cluster, world) == 0, f"release {release}"
+        assert obs.TEMPLATE_IMPORTS.labels(result="imported")._value.get() == imports + 1, f"release {release}"
+        vms = inventory(world.sim)
+        assert [n for n in vms if n == COMPUTED] == [COMPUTED]
+        _, folder, is_template, annotation = vms[COMPUTED]
+        assert (folder, is_template, release_in(annotation)) == (INFRA, True, release)
+        assert not [n for n in vms if n.startswith("bic-")], f"a temporary VM is left after {release}"
+    writes = _writes()
+    assert await once(kube_cluster, world) == 0
+    assert _writes() == writes and inventory(world.sim) == vms, "the settled pass changed nothing"

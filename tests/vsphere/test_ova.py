@@ -58,9 +58,13 @@ def test_mirror_replaces_everything_up_to_the_last_slash() -> None:
 
 
 def test_leftover_names_are_fixed_per_template_and_short() -> None:
-    tmp, old = leftover_names("infra-rhcos-fd")
-    assert (tmp, old) == leftover_names("infra-rhcos-fd")
-    assert tmp != old and len(tmp) < 30 and tmp.startswith("bic-tmp-")
+    tmp, old = leftover_names("infra-rhcos-fd", RELEASE)
+    assert (tmp, old) == leftover_names("infra-rhcos-fd", RELEASE)
+    # Each release imports under a name of its own (the last one's datastore folder is still in use).
+    assert leftover_names("infra-rhcos-fd", "9.6.20251212-1")[0] != tmp
+    assert leftover_names("infra-rhcos-fd", "9.6.20251212-1")[1] == old
+    assert len(leftover_names("x" * 80, "1" * 200)[0]) <= 80
+    assert tmp != old and len(tmp) < 64 and tmp.startswith("bic-tmp-")
 
 
 async def test_download_verifies_caches_and_is_shared(tmp_path: Path) -> None:

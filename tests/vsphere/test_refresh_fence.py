@@ -20,7 +20,7 @@ from bootimage_controller.vsphere.topology import (
 )
 
 NAME = "infra-rhcos-fd"
-TMP, OLD = leftover_names(NAME)
+TMP, OLD = leftover_names(NAME, "9.6.2")  # the release WORK imports
 PLACEMENT = TemplatePlacement("vc", 443, "DC", "/DC/vm/infra", "/DC/datastore/ds", "/DC/host/c/Resources", "fd", NAME)
 WORK = TemplateRefresh(PLACEMENT, NAME, OvaSource("http://127.0.0.1:9/x.ova", "0" * 64, "9.6.2"), "infra")
 
