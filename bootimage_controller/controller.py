@@ -279,11 +279,15 @@ class Controller:
     # ---- informers ------------------------------------------------------------------------------
     def _make_informers(self, api: Any) -> dict[str, Informer]:
         reads = with_capi_version(CLUSTER_READS, self.capi_version)
-        informers = {read.role: Informer(_list_watch(api, read), absent_ok=read.group != "") for read in reads}
+        # The Cluster API's reads may be refused (403) where its optional rights are not installed
+        # (manifests/components/capi): they then count as empty. No other read may: a refused read
+        # of the MCO's version or gates would otherwise be taken for "no MCO" and let us write.
+        optional = {r.role for r in (*CAPI_READS, *TEMPLATE_READS)}
+        informers = {read.role: Informer(_list_watch(api, read), absent_ok=read.group != "",
+                                         forbidden_ok=read.role in optional) for read in reads}
         informers["holder"] = Informer(ListWatch.config_maps(api, CLAIM_HOLDER_NAMESPACE, name=CLAIM_HOLDER_NAME))
-        # Optional like every Cluster API read: without the component's rights it is refused (403).
         informers[CAPI_HOLDER] = Informer(ListWatch.config_maps(api, CAPI_NAMESPACE, name=CLAIM_HOLDER_NAME),
-                                          absent_ok=True)
+                                          forbidden_ok=True)
         for read in (*MACHINE_READS, *CAPI_READS):
             informers[read.role].add_handler(
                 on_add=self._machine_added, on_update=self._machine_updated, on_delete=self._machine_deleted

@@ -26,7 +26,7 @@ Choices where the sources are silent, written down here and in docs/install.md:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -49,6 +49,9 @@ from .enrollment import Enrollable
 from .errors import InputError
 from .model import OwnerReference, get_path, is_mapping
 from .skew.versions import OcpVersion
+
+# (apiVersion, kind, name) of an owner reference -> whether it is our claim (planner.is_our_owner_reference).
+IsOurs = Callable[[str, str, str], bool]
 
 # Feature gates of openshift/api that switched the MCO's boot image controller on, per platform.
 GATE_GCP = "ManagedBootImages"
@@ -244,7 +247,7 @@ def decide_manager(
     facts: ManagerFacts,
     selection: Selection,
     *,
-    is_ours: Any,
+    is_ours: IsOurs,
 ) -> ManagerVerdict:
     """SPEC rule 2b's precedence for one object. `is_ours(api_version, kind, name)` tells our claim."""
     mco_why = mco_manages(obj, platform, facts.mco, selection, ignore_ours=is_ours)
@@ -288,7 +291,7 @@ def mco_manages(
     mco: MachineConfigOperator | None,
     selection: Selection,
     *,
-    ignore_ours: Any = None,
+    ignore_ours: IsOurs | None = None,
 ) -> str | None:
     """Why the MCO's own controller reconciles this object, or None when it does not.
 

@@ -172,15 +172,19 @@ class Informer:
         backoff: Backoff | None = None,
         name: str | None = None,
         absent_ok: bool = False,
+        forbidden_ok: bool = False,
     ) -> None:
         """`absent_ok`: a 404 on LIST (the kind is not served, e.g. its CRD is not installed)
         counts as synced-and-empty, and the list is retried with backoff until the kind appears;
-        `absent` says so meanwhile. So does a 403 (served, but no rights to list it: an optional
-        part of the install left out, e.g. the Cluster API's), with `forbidden` set and a retry only
-        every FORBIDDEN_RETRY seconds, so refused requests do not pile up. Otherwise the informer
+        `absent` says so meanwhile. `forbidden_ok`: so does a 403 (served, but no rights to list it:
+        an optional part of the install left out, the Cluster API's), with `forbidden` set and a
+        retry only every FORBIDDEN_RETRY seconds, so refused requests do not pile up. Only for kinds
+        the daemon can do without: a refused read of what decides a write (the MCO's version, say)
+        must keep the caches unsynced, so nothing is written on a guess. Otherwise the informer
         stays unsynced until the list works."""
         self.source = source
         self.absent_ok = absent_ok
+        self.forbidden_ok = forbidden_ok
         self.absent = False
         self.forbidden = False
         self.name = name or source.resource
@@ -308,7 +312,7 @@ class Informer:
                     if need_list and self.absent_ok:
                         self._mark_absent()
                     need_list = True  # a kind that vanished mid-watch (CRD deleted): list again
-                elif exc.status == 403 and need_list and self.absent_ok:
+                elif exc.status == 403 and need_list and self.forbidden_ok:
                     self._mark_forbidden(error)
                 elif exc.status == 410:
                     need_list = True

@@ -328,6 +328,28 @@ async def test_absent_ok_treats_an_unserved_kind_as_empty_until_it_appears() -> 
         await informer.stop()
 
 
+async def test_a_refused_list_counts_as_empty_only_where_the_kind_is_optional() -> None:
+    """A 403 means no rights: tolerated (empty, `forbidden`) only for kinds the daemon can do
+    without (`forbidden_ok`, the Cluster API's); any other refused read keeps the cache unsynced,
+    `absent_ok` or not, so nothing is decided on a read that never happened."""
+    for forbidden_ok in (False, True):
+        server = FakeServer(obj("x", 3))
+        server.list_errors = [403] * 1000
+        informer = Informer(ListWatch("machinesets", server.list_fn, ("ns",)), backoff=Backoff(base=0.001, cap=0.001),
+                            absent_ok=True, forbidden_ok=forbidden_ok)
+        informer.start()
+        try:
+            if forbidden_ok:
+                assert await informer.wait_synced(WAIT)
+                assert informer.forbidden and informer.absent and len(informer) == 0
+            else:
+                await eventually(lambda informer=informer: informer.last_error is not None)
+                assert "403" in (informer.last_error or "")
+                assert not informer.has_synced.is_set() and not informer.forbidden
+        finally:
+            await informer.stop()
+
+
 async def test_paged_list_collects_every_page(running: Any) -> None:
     server = FakeServer(*(obj(f"o{i}", i) for i in range(7)))
     server.page_size = 3
