@@ -35,11 +35,11 @@ from typing import Any, Protocol
 
 import structlog
 from kubernetes_asyncio.client import CoreV1Api
-from kubernetes_asyncio.client.exceptions import ApiException
 
 from .constants import ANNOTATION_ALEPH_VERSION, DEFAULT_ALEPH_REPORT_INTERVAL, MERGE_PATCH
 from .errors import AlephError
-from .kube.retry import CONNECTION_ERRORS, describe, with_retries
+from .kube.errors import ApiError
+from .kube.retry import CONNECTION_ERRORS, api_call, describe, retry_on_conflict
 from .skew.aleph import AlephInfo, read_aleph
 
 log = structlog.get_logger(__name__)
@@ -49,7 +49,7 @@ CONFLICT_ATTEMPTS = 3
 
 Sleep = Callable[[float], Awaitable[None]]
 # Failures that end one check (after retries) without ending the agent.
-_API_FAILURES: tuple[type[BaseException], ...] = (ApiException, *CONNECTION_ERRORS)
+_API_FAILURES: tuple[type[BaseException], ...] = (ApiError, *CONNECTION_ERRORS)
 
 
 class NodeAnnotations(Protocol):
@@ -123,42 +123,30 @@ async def _sync_annotation(
     node_name: str, aleph: AlephInfo, nodes: NodeAnnotations, retry: RetryPolicy, sleep: Sleep
 ) -> Outcome:
     def retried(fn: Callable[[], Awaitable[Any]], what: str) -> Awaitable[Any]:
-        return with_retries(
-            fn,
-            what=what,
-            attempts=retry.attempts,
-            base_delay=retry.base_delay,
-            max_delay=retry.max_delay,
-            sleep=sleep,
+        return api_call(
+            fn, what=what, attempts=retry.attempts, base_delay=retry.base_delay, max_delay=retry.max_delay, sleep=sleep
         )
 
-    for attempt in range(CONFLICT_ATTEMPTS):
-        current = (await retried(lambda: nodes.get(node_name), f"get Node {node_name}")).get(
-            ANNOTATION_ALEPH_VERSION
-        )
-        if current == aleph.build_id:
-            log.debug("aleph_unchanged", node=node_name, build_id=aleph.build_id)
-            return Outcome.UNCHANGED
-        try:
-            await retried(
-                lambda: nodes.set(node_name, ANNOTATION_ALEPH_VERSION, aleph.build_id),
-                f"patch Node {node_name}",
-            )
-        except ApiException as exc:
-            if exc.status != 409 or attempt == CONFLICT_ATTEMPTS - 1:
-                raise
-            log.info("node_patch_conflict", node=node_name, attempt=attempt + 1)
-            continue
-        log.info(
-            "aleph_annotated",
-            node=node_name,
-            build_id=aleph.build_id,
-            previous=current,
-            format=str(aleph.format),
-            file=aleph.source,
-        )
+    async def read() -> Mapping[str, str]:
+        found: Mapping[str, str] = await retried(lambda: nodes.get(node_name), f"get Node {node_name}")
+        return found
+
+    async def plan(annotations: Mapping[str, str]) -> str | None:
+        if annotations.get(ANNOTATION_ALEPH_VERSION) == aleph.build_id:
+            return None
+        return aleph.build_id
+
+    async def write(annotations: Mapping[str, str], build_id: str) -> Outcome:
+        await retried(lambda: nodes.set(node_name, ANNOTATION_ALEPH_VERSION, build_id), f"patch Node {node_name}")
+        log.info("aleph_annotated", node=node_name, build_id=build_id,
+                 previous=annotations.get(ANNOTATION_ALEPH_VERSION), format=str(aleph.format), file=aleph.source)
         return Outcome.ANNOTATED
-    raise AssertionError("unreachable")  # pragma: no cover
+
+    written = await retry_on_conflict(read, plan, write, what=f"annotate Node {node_name}", attempts=CONFLICT_ATTEMPTS)
+    if written is None:
+        log.debug("aleph_unchanged", node=node_name, build_id=aleph.build_id)
+        return Outcome.UNCHANGED
+    return written
 
 
 async def run_aleph_report(

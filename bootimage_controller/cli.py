@@ -553,13 +553,29 @@ def _cloud_verify(
 async def _verify_rounds(
     verifier: Any, prepared: PreparedPlan, decisions: list[BootImageDecision]
 ) -> tuple[PreparedPlan, list[BootImageDecision]]:
-    """Ask the clouds about the images the offline plan names, then plan again with the answers."""
-    from . import plan_inputs
-    from .cloud.queries import verify_decisions
+    """Ask the clouds about the images the offline plan names, then plan again with the answers
+    (`lookups.plan_verified`, as the daemon does for each MachineSet)."""
+    from dataclasses import replace
 
-    facts = await verify_decisions(verifier, decisions)
-    prepared = prepared.with_cloud(facts, frozenset(str(p) for p in verifier.platforms))
-    return prepared, plan_inputs.run_planner(prepared)
+    from . import plan_inputs
+    from .cloud.facts import CloudFacts
+    from .cloud.queries import verify_decisions
+    from .context import ClusterFacts
+    from .lookups import plan_verified
+
+    planned = prepared
+
+    def plan(facts: ClusterFacts) -> list[BootImageDecision]:
+        nonlocal planned
+        planned = replace(prepared, context=replace(prepared.context, facts=facts))
+        return decisions if facts is prepared.context.facts else plan_inputs.run_planner(planned)
+
+    async def ask(asking: list[BootImageDecision]) -> tuple[CloudFacts, frozenset[str]]:
+        facts = await verify_decisions(verifier, asking)
+        return facts, frozenset(str(p) for p in verifier.platforms)
+
+    decided = await plan_verified(plan, prepared.context.facts, ask)
+    return planned, decided
 
 
 async def _verify_vsphere(
@@ -568,17 +584,16 @@ async def _verify_vsphere(
     """Read-only: ask vCenter about each vSphere MachineSet's templates, then plan again."""
     from dataclasses import replace
 
-    from kubernetes_asyncio.client.exceptions import ApiException
-
     from . import plan_inputs
     from .cloud.facts import CloudFacts
+    from .kube.errors import NotFound
     from .vsphere.checks import VSphereChecks, VSphereOptions
 
     secret = prepared.inputs.secrets.get(str(Platform.VSPHERE))
 
     async def read(namespace: str, name: str) -> Any:
         if secret is None:
-            raise ApiException(status=404, reason=f"not among the inputs ({namespace}/{name})")
+            raise NotFound(f"Secret {namespace}/{name}", 404, "NotFound", "not among the inputs")
         return secret.obj
 
     checks = VSphereChecks(VSphereOptions.from_args(args), read)

@@ -22,7 +22,7 @@ async def _release_claims(args: argparse.Namespace) -> int:
     """
     from .capi.discovery import discover_capi_version
     from .constants import CAPI_NAMESPACE
-    from .controller import fresh_capi, fresh_machines, release_all_claims
+    from .reconcile.claims import fresh_capi, fresh_machines, release_all_claims
     from .writer import MachineSetWriter
 
     api = await make_api_client(args.kubeconfig)

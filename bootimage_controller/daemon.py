@@ -13,6 +13,7 @@ import gc
 import signal
 import ssl
 import sys
+from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
 import structlog
@@ -28,6 +29,7 @@ from .cloud.checks import CloudChecks
 from .cluster import control_plane_topology
 from .cluster_proxy import ProxyEnvironment, ProxySettings
 from .constants import (
+    CAPI_NAMESPACE,
     CONFIG_GROUP,
     CONFIG_VERSION,
     DEFAULT_RESYNC_PERIOD,
@@ -35,10 +37,10 @@ from .constants import (
     INFRASTRUCTURE_PLURAL,
     SINGLE_REPLICA_TOPOLOGY,
 )
-from .controller import CLAIMS_KEY, Controller, ControllerOptions
 from .events import EventLane, EventRecorder
 from .kube.client import ClientConfigError, current_namespace, make_api_client
 from .kube.fence import WriteFence
+from .kube.informer import Informer
 from .kube.leader import (
     OPENSHIFT_TIMINGS,
     SINGLE_NODE_TIMINGS,
@@ -51,14 +53,18 @@ from .kube.leader import (
     default_identity,
 )
 from .kube.retry import describe, with_retries
-from .kube.workqueue import WorkQueue, run_workers
+from .kube.workqueue import ReconcileResult, WorkQueue, run_workers
 from .metrics_security import MetricsAuthorizer, ReloadingTls
+from .reconcile.assembly import Hooks, ReconcileOptions, Reconcilers, Writers, assemble, event_summary_target
+from .reconcile.keys import CLAIMS_KEY
+from .reconcile.store import InformerStore, build_informers
 from .reporting import PassReporter
 from .skew.verdict import SkewLimits
 from .status_writer import StatusWriter
 from .stub_ignition import StubIgnitionChecks
 from .supervision import Supervisor
 from .vsphere.checks import VSphereChecks, VSphereOptions
+from .writer import MachineSetWriter
 
 log = structlog.get_logger(__name__)
 
@@ -101,42 +107,43 @@ async def _run(args: argparse.Namespace) -> int:
     core = CoreV1Api(api)
     vsphere = VSphereChecks.for_core_api(VSphereOptions.from_args(args), core)
     cloud = CloudChecks(core, args.gcp_endpoint, args.azure_endpoint, vsphere)
-    controller = Controller(
-        api,
-        ControllerOptions(dry_run=args.dry_run, cluster_operator=args.cluster_operator, concurrency=args.concurrency,
-                          disagreement_grace=args.disagreement_grace, gitops_labels=tuple(args.gitops_label),
-                          skew_limits=limits),
-        is_leader=lambda: elector.is_leader,
-        before_patch=StubIgnitionChecks(core),
-        on_pass=reporter,
-        cloud=cloud,
-        templates=vsphere.refresh,
-        capi_version=await discover_capi_version(api),
-    )
+    capi_version = await discover_capi_version(api)
+    informers = build_informers(api, capi_version)
+    store = InformerStore(informers)
+    custom = CustomObjectsApi(api)
     queue_metrics = obs.QueueMetrics("bootimage")
     queue = WorkQueue("bootimage", metrics=queue_metrics)
     queue_metrics.watch(lambda: len(queue), queue.unfinished_seconds)
     pass_done = asyncio.Event()  # --once: the single pass is over
+    events = None
     if not args.dry_run:
         # Normal events wait while MachineSets are queued or being reconciled (see EventLane).
         busy = (lambda: not pass_done.is_set()) if args.once else (lambda: queue.busy)
-        controller.events = EventLane(
+        events = EventLane(
             EventRecorder(cast(Any, core)),
             busy=busy,
             concurrency=args.concurrency,
             spawn=supervisor.spawn,
-            summary_target=controller.event_summary_target,
+            summary_target=lambda: event_summary_target(store),
         )
-    controller.bind_queue(queue.add, queue.add_after)
+    parts = assemble(
+        store,
+        Writers(MachineSetWriter(custom, core), MachineSetWriter(custom, core, CAPI_NAMESPACE), capi_version),
+        ReconcileOptions(dry_run=args.dry_run, disagreement_grace=args.disagreement_grace,
+                         gitops_labels=tuple(args.gitops_label), skew_limits=limits),
+        Hooks(is_leader=lambda: elector.is_leader, fence=api.fence.refusal, stub_check=StubIgnitionChecks(core),
+              cloud=cloud, templates=vsphere.refresh, events=events, on_pass=reporter),
+    )
+    parts.bind_queue(queue.add, queue.add_after)
     if writer is not None:
         # A status someone else rewrote (our conditions dropped) is written back; our own writes
         # coming back through the watch are recognised and cost nothing.
-        controller.informers["machineconfiguration"].add_handler(
+        informers["machineconfiguration"].add_handler(
             on_add=writer.observe_machineconfiguration,
             on_update=lambda _old, new: writer.observe_machineconfiguration(new),
         )
-    watch_cluster_proxy(controller, cloud)
-    for name, informer in controller.informers.items():
+    watch_cluster_proxy(informers, cloud)
+    for name, informer in informers.items():
         supervisor.watch(informer.start(), f"informer-{name}")
     supervisor.spawn(cloud.prime(), "cloud-credentials", finite=True)  # reads only: every replica may
     tls = secure_metrics(args)
@@ -144,7 +151,7 @@ async def _run(args: argparse.Namespace) -> int:
         args.health_addr,
         args.metrics_addr,
         lambda: {
-            "informers-synced": controller.synced(),
+            "informers-synced": store.synced(),
             "leader-election": elector.running or args.once,
             "tasks": supervisor.healthy,
         },
@@ -157,35 +164,36 @@ async def _run(args: argparse.Namespace) -> int:
     log.info("started", identity=identity, namespace=namespace, dry_run=args.dry_run, once=args.once)
     try:
         if args.once:
-            return await _once(controller, reporter, writer, elector, args, pass_done)
-        return await _serve(controller, queue, elector, writer, supervisor, args.concurrency, args.resync_period)
+            return await _once(api, parts, reporter, writer, events, elector, args, pass_done)
+        return await _serve(parts, queue, elector, writer, events, supervisor, args.concurrency, args.resync_period)
     finally:
         supervisor.stopping()
         queue.shutdown()
         # Whatever the leader's last flush did not write is dropped (and counted): we may no
         # longer hold the Lease, and the fence would refuse it anyway.
-        await controller.flush_events(timeout=0)
+        if events is not None:
+            await events.flush(0)
         if writer is not None:
             await writer.discard()
-        for informer in controller.informers.values():
+        for informer in informers.values():
             await informer.stop()
         await health.stop()
         cloud.close()
         await api.close()
 
 
-def watch_cluster_proxy(controller: Controller, cloud: CloudChecks) -> None:
+def watch_cluster_proxy(informers: dict[str, Informer], cloud: CloudChecks) -> None:
     """Keep the cloud, vCenter and OVA clients on the cluster-wide proxy (cluster_proxy)."""
     environment = ProxyEnvironment()
 
     def changed(*objs: dict[str, Any]) -> None:
-        settings = ProxySettings.from_object(controller.informers["proxy"].get("cluster"))
+        settings = ProxySettings.from_object(informers["proxy"].get("cluster"))
         if environment.apply(settings):
             log.info("cluster-wide proxy applied to cloud clients", http_proxy=bool(settings.http),
                      https_proxy=bool(settings.https), no_proxy=settings.no_proxy)
             cloud.reset()
 
-    controller.informers["proxy"].add_handler(on_add=changed, on_update=changed, on_delete=changed)
+    informers["proxy"].add_handler(on_add=changed, on_update=changed, on_delete=changed)
 
 
 def secure_metrics(args: argparse.Namespace) -> ReloadingTls | None:
@@ -234,47 +242,51 @@ async def _control_plane_topology(api: Any) -> str | None:
     return control_plane_topology(infra)
 
 
-async def _flush(controller: Controller, writer: StatusWriter | None, qps: float) -> None:
+async def _flush(writer: StatusWriter | None, events: EventLane | None, qps: float) -> None:
     """The leader's last writes: the status, then every pending Event within the QPS budget."""
     if writer is not None:
         await writer.flush()
-    pending = controller.events.pending if controller.events is not None else 0
+    if events is None:
+        return
     # Time enough to write each pending Event at the client's rate, and then some: dropping
     # events at exit is what --once used to do at the default --qps.
-    budget = EVENT_FLUSH_MIN + (pending / qps * 1.5 if qps > 0 else 0.0)
-    await controller.flush_events(timeout=budget)
+    budget = EVENT_FLUSH_MIN + (events.pending / qps * 1.5 if qps > 0 else 0.0)
+    await events.flush(budget)
 
 
 async def _once(
-    controller: Controller,
+    api: Any,
+    parts: Reconcilers,
     reporter: PassReporter,
     writer: StatusWriter | None,
+    events: EventLane | None,
     elector: Elector,
     args: argparse.Namespace,
     pass_done: asyncio.Event,
 ) -> int:
-    unreachable = await _unreachable(controller.api_client)
+    store, loop = parts.store, parts.loop
+    unreachable = await _unreachable(api)
     if unreachable is not None:
         log.error("cannot reach the Kubernetes API server; writing nothing", server=unreachable[0], error=unreachable[1])
         return _once_failed(f"cannot reach the Kubernetes API server {unreachable[0]}: {unreachable[1]}; wrote nothing")
-    if not await controller.wait_synced(SYNC_TIMEOUT):
-        log.error("caches did not sync; writing nothing", timeout=SYNC_TIMEOUT, errors=controller.sync_errors())
-        errors = "; ".join(f"{k}: {v}" for k, v in sorted(controller.sync_errors().items()))
+    if not await store.wait_synced(SYNC_TIMEOUT):
+        log.error("caches did not sync; writing nothing", timeout=SYNC_TIMEOUT, errors=store.sync_errors())
+        errors = "; ".join(f"{k}: {v}" for k, v in sorted(store.sync_errors().items()))
         return _once_failed(f"the caches did not sync within {SYNC_TIMEOUT:g}s ({errors}); wrote nothing")
 
     async def work() -> int:
         keys: dict[str, None] = {}  # ordered and de-duplicated
-        controller.bind_queue(lambda key: keys.setdefault(key))
-        controller.enqueue_all()
+        parts.bind_queue(lambda key: keys.setdefault(key))
+        loop.enqueue_all()
         # Claims first: a holder deleted while the daemon was down is released before any patch
         # needs a holder (the patches then claim under a new one).
-        failed = await _reconcile_keys(controller, [CLAIMS_KEY], args.concurrency)
-        failed += await _reconcile_keys(controller, [k for k in keys if not k.startswith("@")], args.concurrency)
+        failed = await _reconcile_keys(loop.reconcile, [CLAIMS_KEY], args.concurrency)
+        failed += await _reconcile_keys(loop.reconcile, [k for k in keys if not k.startswith("@")], args.concurrency)
         if CLAIMS_KEY in keys:  # re-queued by the pass (a claim released on leaving enrollment)
-            failed += await _reconcile_keys(controller, [CLAIMS_KEY], args.concurrency)
+            failed += await _reconcile_keys(loop.reconcile, [CLAIMS_KEY], args.concurrency)
         pass_done.set()
-        reporter(controller)
-        await _flush(controller, writer, args.qps)
+        reporter(parts.status.view())
+        await _flush(writer, events, args.qps)
         summary = reporter.summary
         ok = not summary.degraded and summary.pending == 0 and not failed
         log.info("pass finished", degraded=summary.degraded, pending=summary.pending, failed=failed, ok=ok)
@@ -293,7 +305,7 @@ async def _once(
     except LeadershipLost as exc:
         log.error("lost the lease during the pass; stopped writing", reason=str(exc))
         # Why it was lost, in the same line: most often the API server stopped answering.
-        server = await _reachable_within(controller.api_client, LOST_LEASE_PROBE)
+        server = await _reachable_within(api, LOST_LEASE_PROBE)
         return _once_failed(f"lost the Lease during the pass and stopped writing: {exc}{server}")
     finally:
         await elector.release()
@@ -329,13 +341,14 @@ async def _unreachable(api: Any) -> tuple[str, str] | None:
     return None
 
 
-async def _reconcile_keys(controller: Controller, keys: list[str], concurrency: int) -> int:
+async def _reconcile_keys(reconcile: Callable[[str], Awaitable[ReconcileResult]], keys: list[str],
+                          concurrency: int) -> int:
     """Reconcile `keys` with at most `concurrency` at once; returns how many failed."""
     semaphore = asyncio.Semaphore(concurrency)
 
     async def one(key: str) -> bool:
         async with semaphore:
-            result = await controller.reconcile(key)
+            result = await reconcile(key)
         if result.error is not None:
             log.error("reconcile failed", key=key, error=result.error)
             return False
@@ -345,19 +358,20 @@ async def _reconcile_keys(controller: Controller, keys: list[str], concurrency: 
     return results.count(False)
 
 
-async def _resync(controller: Controller, period: float) -> None:
+async def _resync(enqueue_all: Callable[[], None], period: float) -> None:
     """Every key again each `period`: nothing a watch says is missed for longer (issue 24)."""
     while True:
         await asyncio.sleep(period)
         log.debug("resync: planning every MachineSet again", period=period)
-        controller.enqueue_all()
+        enqueue_all()
 
 
 async def _serve(
-    controller: Controller,
+    parts: Reconcilers,
     queue: WorkQueue,
     elector: Elector,
     writer: StatusWriter | None,
+    events: EventLane | None,
     supervisor: Supervisor,
     concurrency: int,
     resync_period: float = DEFAULT_RESYNC_PERIOD,
@@ -370,19 +384,19 @@ async def _serve(
     async def lead() -> None:
         # Campaigning does not wait for the caches (client-go does the same): the Lease round
         # trips overlap the initial lists. Workers start only on synced caches.
-        if not await controller.wait_synced(SYNC_TIMEOUT):
+        if not await parts.store.wait_synced(SYNC_TIMEOUT):
             raise CachesNotSynced(f"caches did not sync within {SYNC_TIMEOUT:g}s")
         log.info("leading: reconciling every MachineSet")
-        controller.enqueue_all()
+        parts.loop.enqueue_all()
         # Finite: it is cancelled when the workers stop; an exception from it is still a failure.
-        resync = supervisor.spawn(_resync(controller, resync_period), "resync", finite=True)
+        resync = supervisor.spawn(_resync(parts.loop.enqueue_all, resync_period), "resync", finite=True)
         try:
-            await run_workers(queue, controller.reconcile, concurrency)
+            await run_workers(queue, parts.loop.reconcile, concurrency)
         finally:
             resync.cancel()
         # The queue was shut down (SIGTERM) and drained: the last words, while still leading.
         # No rate-based extension of the Event budget here (qps 0.0): SHUTDOWN_GRACE bounds it.
-        await _flush(controller, writer, 0.0)
+        await _flush(writer, events, 0.0)
 
     election = loop.create_task(elector.run(lead), name="leader-election")
     stopped = loop.create_task(stop.wait(), name="signal-wait")

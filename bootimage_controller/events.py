@@ -32,7 +32,6 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import structlog
-from kubernetes_asyncio.client.exceptions import ApiException
 
 from . import observability as obs
 from .constants import (
@@ -53,7 +52,8 @@ from .constants import (
     OPERATOR_VERSION,
 )
 from .kube.client import send_and_discard
-from .kube.retry import Sleep, describe, with_retries
+from .kube.errors import NotFound
+from .kube.retry import Sleep, api_call, describe
 from .kube.times import format_time
 from .model import first_names
 
@@ -282,7 +282,7 @@ class EventRecorder:
             "lastTimestamp": stamp,
             "count": 1,
         }
-        await with_retries(
+        await api_call(
             # Raw responses: the answer is not read, and building a V1Event model from it (dates
             # parsed with dateutil) cost a millisecond of CPU per event.
             lambda: send_and_discard(self._api.create_namespaced_event(namespace, body, _preload_content=False)),
@@ -297,7 +297,7 @@ class EventRecorder:
         """Count a repeat on the existing Event; False if it is gone (expired: create anew)."""
         body = {"count": seen.count + 1, "lastTimestamp": stamp}
         try:
-            await with_retries(
+            await api_call(
                 lambda: send_and_discard(
                     self._api.patch_namespaced_event(
                         seen.name, seen.namespace, body, _content_type=MERGE_PATCH, _preload_content=False
@@ -307,10 +307,8 @@ class EventRecorder:
                 attempts=self._attempts,
                 sleep=self._sleep,
             )
-        except ApiException as exc:
-            if exc.status == 404:
-                return False
-            raise
+        except NotFound:
+            return False
         seen.count += 1
         self.aggregated += 1
         return True
@@ -407,6 +405,10 @@ class EventLane:
     def pending(self) -> int:
         """Events handed over and not written (or dropped) yet; a pending summary counts as one."""
         return len(self._urgent) + len(self._deferred) + self._writing + len(self._folded)
+
+    async def emit_now(self, involved: Involved, type: str, reason: str, message: str) -> None:
+        """Write one event now and wait for it (a Warning the admin must see before a write)."""
+        await self.recorder.emit(involved, type, reason, message)
 
     def post(self, involved: Involved, type: str, reason: str, message: str) -> None:
         """Hand an event over; returns at once. Never raises for a bad reference (it is dropped)."""

@@ -37,9 +37,8 @@ from kubernetes_asyncio.client import (
     V1TokenReview,
     V1TokenReviewSpec,
 )
-from kubernetes_asyncio.client.exceptions import ApiException
 
-from .kube.retry import CONNECTION_ERRORS, describe
+from .kube.retry import REQUEST_FAILURES, api_call, describe
 
 log = structlog.get_logger(__name__)
 
@@ -87,7 +86,7 @@ class ReloadingTls:
 
 @dataclass(frozen=True)
 class _Verdict:
-    status: int  # 200 allowed, 401, 403, 503
+    http_status: int  # 200 allowed, 401, 403, 503
     reason: str
     expires: float
 
@@ -106,8 +105,8 @@ class MetricsAuthorizer:
     @web.middleware
     async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         verdict = await self.verdict(request.headers.get("Authorization", ""), request.path)
-        if verdict.status != 200:
-            return web.Response(status=verdict.status, text=f"{verdict.reason}\n")
+        if verdict.http_status != 200:
+            return web.Response(status=verdict.http_status, text=f"{verdict.reason}\n")
         return await handler(request)
 
     async def verdict(self, authorization: str, path: str) -> _Verdict:
@@ -120,7 +119,7 @@ class MetricsAuthorizer:
         if cached is not None and cached.expires > now:
             return cached
         verdict = await self._review(token.strip(), path, now)
-        if verdict.status != 503:  # an API failure is not remembered: the next scrape asks again
+        if verdict.http_status != 503:  # an API failure is not remembered: the next scrape asks again
             if len(self._cache) > 1000:
                 self._cache = {k: v for k, v in self._cache.items() if v.expires > now}
             self._cache[key] = verdict
@@ -129,22 +128,24 @@ class MetricsAuthorizer:
     async def _review(self, token: str, path: str, now: float) -> _Verdict:
         expires = now + self.TTL
         try:
-            review = await self._authn.create_token_review(V1TokenReview(spec=V1TokenReviewSpec(token=token)))
+            # One attempt each: a scrape that cannot be checked now is refused (503); the next asks again.
+            review = await api_call(
+                lambda: self._authn.create_token_review(V1TokenReview(spec=V1TokenReviewSpec(token=token))),
+                what="create TokenReview", attempts=1)
             status = review.status
             if status is None or not status.authenticated or status.user is None:
                 return _Verdict(401, "Unauthorized: the token was not accepted", expires)
             user = status.user
-            access = await self._authz.create_subject_access_review(V1SubjectAccessReview(spec=V1SubjectAccessReviewSpec(
+            review_body = V1SubjectAccessReview(spec=V1SubjectAccessReviewSpec(
                 user=user.username,
                 groups=user.groups or [],
                 uid=user.uid,
                 extra=user.extra or {},
                 non_resource_attributes=V1NonResourceAttributes(path=path, verb="get"),
-            )))
-        except ApiException as exc:
-            log.warning("cannot check a metrics scraper's access", error=describe(exc))
-            return _Verdict(503, "Service Unavailable: cannot check access now", 0.0)
-        except CONNECTION_ERRORS as exc:
+            ))
+            access = await api_call(lambda: self._authz.create_subject_access_review(review_body),
+                                    what="create SubjectAccessReview", attempts=1)
+        except REQUEST_FAILURES as exc:
             log.warning("cannot check a metrics scraper's access", error=describe(exc))
             return _Verdict(503, "Service Unavailable: cannot check access now", 0.0)
         if access.status is not None and access.status.allowed:

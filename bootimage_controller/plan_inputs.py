@@ -56,7 +56,7 @@ from .context import PlanningContext, planning_context
 from .errors import BootImageControllerError, InputError
 from .golden import GoldenBootImages
 from .model import BootImageDecision, get_path
-from .planner import authoritative_api, plan_all
+from .planner import plan_all
 from .skew.assess import assess_skew
 from .skew.verdict import SkewLimits, SkewVerdict
 
@@ -544,18 +544,31 @@ def run_planner(prepared: PreparedPlan) -> list[BootImageDecision]:
 
 
 def _plan_capi(prepared: PreparedPlan, item: SourcedObject) -> BootImageDecision:
-    """A Cluster API object, with the template it names and its Machine API twin from the inputs."""
-    from .capi.planner import plan_capi
-    from .capi.resources import INFRA_REF_PATH
+    """A Cluster API object, with the template it names and its Machine API twin from the inputs
+    (`lookups`, as the daemon plans it from its caches)."""
+    from .lookups import plan_object
 
-    ctx, inputs = prepared.context, prepared.inputs
-    ref = get_path(item.obj, INFRA_REF_PATH) or {}
-    found = inputs.templates.get((str(ref.get("kind")), item.namespace, str(ref.get("name")))) if isinstance(ref, Mapping) else None
-    authority = None
-    if item.kind == MACHINESET_KIND:
-        twin = next((m for m in inputs.machines if m.kind == MACHINESET_KIND and m.name == item.name), None)
-        authority = None if twin is None else (authoritative_api(twin.obj) or "")
-    return plan_capi(item.obj, found.obj if found else None, ctx.golden, ctx.facts, ctx.enrollment, mapi_authority=authority)
+    ctx = prepared.context
+    return plan_object(item.obj, InputsStore(prepared.inputs), ctx, ctx.facts)
+
+
+class InputsStore:
+    """`plan`'s inputs as a `lookups.ObjectStore`: objects by kind, CAPI kinds as `Kind.group`."""
+
+    def __init__(self, inputs: PlanInputs) -> None:
+        self._objects: dict[tuple[str, str, str], Mapping[str, Any]] = {
+            key: obj.obj for key, obj in inputs.templates.items()
+        }
+        for m in inputs.machines:
+            self._objects[(m.kind, m.namespace, m.name)] = m.obj
+        for c in inputs.capi:
+            self._objects[(f"{c.kind}.{CAPI_GROUP}", c.namespace, c.name)] = c.obj
+
+    def get(self, kind: str, namespace: str, name: str) -> Mapping[str, Any] | None:
+        return self._objects.get((kind, namespace, name))
+
+    def list(self, kind: str) -> list[Mapping[str, Any]]:
+        return [obj for (k, _, _), obj in self._objects.items() if k == kind]
 
 
 # ---- skew --------------------------------------------------------------------------------------

@@ -1,8 +1,8 @@
 """Status from every MachineSet's last outcome: conditions, ClusterOperator, skew and metrics.
 
-`PassReporter` is called by the controller when its status key comes up (and during a long pass);
-it decides what the status should say and hands it to the `StatusWriter`, which decides when to
-write it.
+`PassReporter` is called by the status reconciler (`reconcile.status`) with a `StatusView` when
+the status key comes up (and during a long pass); it decides what the status should say and hands
+it to the `StatusWriter`, which decides when to write it.
 """
 
 from __future__ import annotations
@@ -26,9 +26,10 @@ from .constants import (
     Reason,
     SkewMode,
 )
-from .controller import Controller, MachineSetState
 from .errors import BootImageControllerError
 from .manager import MachineConfigOperator
+from .reconcile.state import MachineSetState
+from .reconcile.status import StatusView
 from .skew.assess import PassResult, assess_skew
 from .skew.verdict import SkewLimits, SkewVerdict
 from .status import (
@@ -63,33 +64,33 @@ class PassReporter:
         self._co_offered_at = -math.inf
         self._progress_since: float | None = None
 
-    def __call__(self, controller: Controller) -> None:
+    def __call__(self, view: StatusView) -> None:
         now = datetime.now(UTC)
-        inputs = controller.inputs()
-        states = list(controller.states.values())
-        unplanned = controller.unplanned()
-        self.summary = self._summary(controller, states, unplanned)
+        inputs = view.inputs
+        states = view.states
+        unplanned = view.unplanned
+        self.summary = self._summary(view)
         mc = inputs.objects.machine_configuration
         previous = ((mc or {}).get("status") or {}).get("conditions") or []
         progressing = progressing_condition(self.summary, now, find_condition(previous, CONDITION_PROGRESSING))
         degraded = degraded_condition(self.summary, now, find_condition(previous, CONDITION_DEGRADED))
-        skew_status = self._skew(controller, states, complete=not unplanned)
+        skew_status = self._skew(view, complete=not unplanned)
         self._metrics(states)
         if self.writer is None:
             return
         # Where the MCO's own controller runs, the MachineConfiguration's boot image conditions (and,
         # with its skew enforcement, the skew status) are the MCO's: ours go to our ClusterOperator.
-        mco, platform = _mco_and_platform(controller)
+        mco, platform = _mco_and_platform(view)
         mine = [] if mco is not None and mco.writes_conditions(platform) else [progressing, degraded]
         self.writer.set_machineconfiguration(mine, None if mco is not None and mco.runs_skew_enforcement else skew_status)
         co = ClusterOperatorStatus.build(
-            synced=controller.synced(),
+            synced=view.synced,
             progressing=progressing,
             degraded=degraded,
             verdict=self.verdict,
             now=now,
-            notes=tuple(controller.claim_warnings[k] for k in sorted(controller.claim_warnings)),
-            available_notes=tuple(controller.access_notes()),
+            notes=view.claim_warnings,
+            available_notes=view.access_notes,
         )
         if self._co_due(co):
             self.writer.set_cluster_operator(co)
@@ -106,7 +107,7 @@ class PassReporter:
         now = self._clock()
         others = tuple((c.type, c.status, c.reason) for c in co.conditions if c.type != CO_PROGRESSING)
         progressing = co.condition(CO_PROGRESSING)
-        if progressing is None or progressing.status != "True":
+        if progressing is None or not progressing.is_true:
             self._progress_since = None
         elif self._progress_since is None:
             self._progress_since = now
@@ -120,13 +121,11 @@ class PassReporter:
         self._co_shape, self._co_offered_at = others, now
         return True
 
-    def _summary(
-        self, controller: Controller, states: list[MachineSetState], unplanned: list[tuple[str, str, str]]
-    ) -> PassSummary:
-        inputs = controller.inputs()
+    def _summary(self, view: StatusView) -> PassSummary:
+        inputs = view.inputs
         if inputs.problem is not None:
             return PassSummary.blocked(ConditionReason.BOOT_IMAGES_CONFIGMAP_INVALID, inputs.problem, degrading=True)
-        gate = controller.upgrade_gate()
+        gate = view.upgrade_gate
         if gate is not None:
             return PassSummary.blocked(ConditionReason.CLUSTER_NOT_STABLE, str(gate), degrading=False)
         # Another manager's MachineSets are not ours to count (SPEC rule 2b): like the unenrolled.
@@ -134,19 +133,19 @@ class PassReporter:
             Outcome.from_decision(s.decision, patched=s.updated, error=s.error_text)
             if s.decision.manager is Manager.OURS
             else Outcome(s.decision.kind, s.decision.namespace, s.decision.name, Result.UNMANAGED)
-            for s in states
+            for s in view.states
         ]
         # Not reconciled yet in this pass: pending, so the counts cover the whole fleet mid-pass.
-        outcomes += [Outcome(kind, namespace, name, Result.PENDING) for kind, namespace, name in unplanned]
+        outcomes += [Outcome(kind, namespace, name, Result.PENDING) for kind, namespace, name in view.unplanned]
         return PassSummary.from_outcomes(outcomes)
 
-    def _skew(self, controller: Controller, states: list[MachineSetState], *, complete: bool) -> dict[str, Any] | None:
-        inputs = controller.inputs()
+    def _skew(self, view: StatusView, *, complete: bool) -> dict[str, Any] | None:
+        inputs, states = view.inputs, view.states
         if inputs.context is None:
             self.verdict = None
             return None
         machines = [
-            (s.decision, controller.informers[s.decision.kind].get(f"{s.decision.namespace}/{s.decision.name}"))
+            (s.decision, view.lookup(s.decision.kind, s.decision.namespace, s.decision.name))
             for s in states
         ]
         try:
@@ -195,8 +194,8 @@ class PassReporter:
                 obs.DISAGREEMENTS.labels(namespace=s.decision.namespace, name=s.decision.name).set(1)
 
 
-def _mco_and_platform(controller: Controller) -> tuple[MachineConfigOperator | None, str | None]:
-    ctx = controller.inputs().context
+def _mco_and_platform(view: StatusView) -> tuple[MachineConfigOperator | None, str | None]:
+    ctx = view.inputs.context
     return (ctx.facts.managers.mco, ctx.facts.platform) if ctx is not None else (None, None)
 
 

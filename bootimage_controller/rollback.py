@@ -31,10 +31,10 @@ from .constants import (
     MACHINESET_KIND,
 )
 from .errors import InputError
-from .kube.errors import ApiError
+from .kube.errors import ApiError, Conflict, NotFound
 from .kube.times import format_time
 from .model import FieldChange, JsonPath, MachineResource, dotted, get_path
-from .writer import MachineSetWriter, WriteResult
+from .writer import MachineSetWriter
 
 log = structlog.get_logger(__name__)
 
@@ -111,12 +111,12 @@ async def rollback_machineset(api: Any, namespace: str, name: str, *, dry_run: b
     if ANNOTATION_RELEASE in ((obj.get("metadata") or {}).get("annotations") or {}):
         ops.append({"op": "remove", "path": "/metadata/annotations/" + ANNOTATION_RELEASE.replace("/", "~1")})
     try:
-        result = await writer._patch(obj, ops, "rollback")
+        await writer.patch(obj, ops, "rollback")
+    except (Conflict, NotFound) as exc:
+        print(f"error: rollback of {namespace}/{name} not applied ({exc.describe()}); run it again")
+        return 1
     except ApiError as exc:
         print(f"error: rollback of {namespace}/{name} refused by the API server: {exc.describe()}")
-        return 1
-    if result is not WriteResult.APPLIED:
-        print(f"error: rollback of {namespace}/{name} not applied ({result.value}); run it again")
         return 1
     print(
         f"rolled back; boot image updates are now disabled for {namespace}/{name} "

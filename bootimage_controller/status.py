@@ -72,8 +72,6 @@ log = structlog.get_logger(__name__)
 ConditionStatus = Literal["True", "False", "Unknown"]
 # How many error texts a Degraded message lists before summarising the rest.
 MAX_LISTED_ERRORS = 10
-# 409 Conflict: re-read and retry this many times before giving up until the next change.
-MAX_CONFLICT_RETRIES = 5
 
 
 def _truncate(message: str, limit: int = CONDITION_MESSAGE_MAX) -> str:
@@ -95,6 +93,10 @@ class Condition:
     reason: str
     message: str
     last_transition_time: str
+
+    @property
+    def is_true(self) -> bool:
+        return str(self.status) == "True"  # a condition, not an HTTP status
 
     @property
     def state(self) -> tuple[str, str, str, str]:
@@ -126,7 +128,7 @@ class Condition:
 
     def keeping_transition_of(self, previous: Condition | None) -> Condition:
         """This condition, with `previous`'s transition time when the status did not flip."""
-        if previous is not None and previous.status == self.status and previous.last_transition_time:
+        if previous is not None and (previous.type, previous.status) == (self.type, self.status) and previous.last_transition_time:
             return replace(self, last_transition_time=previous.last_transition_time)
         return self
 

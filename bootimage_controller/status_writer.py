@@ -17,7 +17,6 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, cast
 
 import structlog
-from kubernetes_asyncio.client.exceptions import ApiException
 
 from .constants import (
     CLUSTEROPERATOR_PLURAL,
@@ -30,9 +29,9 @@ from .constants import (
     OPERATOR_GROUP,
     OPERATOR_VERSION,
 )
-from .kube.retry import Backoff, Sleep, describe, with_retries
+from .kube.errors import ApiError, Conflict, NotFound, conflict
+from .kube.retry import Backoff, Sleep, api_call, describe, retry_on_conflict
 from .status import (
-    MAX_CONFLICT_RETRIES,
     ClusterOperatorStatus,
     Condition,
     find_condition,
@@ -138,7 +137,7 @@ class _Channel(Generic[T]):
             started = self._clock()
             try:
                 result = await self._write(desired)
-            except ApiException as exc:  # 403, 422, retries exhausted: try again after a backoff
+            except ApiError as exc:  # 403, 422, retries exhausted: try again after a backoff
                 log.error("status write failed", object=self.name, error=describe(exc))
                 result = StatusWriteResult.FAILED
             except Exception as exc:  # connection errors after retries, or a bug: keep the loop alive
@@ -343,7 +342,7 @@ class StatusWriter:
         self.writes_by_object[what] = self.writes_by_object.get(what, 0) + 1
 
     async def _call(self, what: str, fn: Callable[[], Awaitable[Any]]) -> Any:
-        return await with_retries(fn, what=what, attempts=self._attempts, sleep=self._sleep)
+        return await api_call(fn, what=what, attempts=self._attempts, sleep=self._sleep)
 
     async def _patch_status(self, group: str, version: str, plural: str, name: str, body: Any) -> Any:
         what = f"{plural}/{name}/status"
@@ -364,32 +363,26 @@ class StatusWriter:
 
     async def _write_machineconfiguration(self, desired: _McDesired) -> StatusWriteResult:
         g, v, p, n = OPERATOR_GROUP, OPERATOR_VERSION, MACHINECONFIGURATION_PLURAL, MACHINECONFIGURATION_NAME
-        for _ in range(MAX_CONFLICT_RETRIES):
-            try:
-                obj = await self._get(g, v, p, n)
-            except ApiException as exc:
-                if exc.status == 404:
-                    return self._machineconfiguration_missing()
-                raise
-            self._mc_missing_logged = False
-            body = self._machineconfiguration_patch(obj, desired)
-            if body is None:
-                return StatusWriteResult.UNCHANGED
-            try:
-                await self._patch_status(g, v, p, n, body)
-            except ApiException as exc:
-                if exc.status == 409:
-                    log.debug("MachineConfiguration status conflict, re-reading")
-                    continue
-                if exc.status == 404:
-                    return self._machineconfiguration_missing()
-                raise
-            log.debug(
-                "MachineConfiguration status written", conditions=[c.state[:2] for c in desired.conditions]
-            )
+
+        async def plan(obj: Mapping[str, Any]) -> dict[str, Any] | None:
+            return self._machineconfiguration_patch(obj, desired)
+
+        async def write(_obj: Mapping[str, Any], body: dict[str, Any]) -> StatusWriteResult:
+            await self._patch_status(g, v, p, n, body)
             return StatusWriteResult.WRITTEN
-        log.warning("MachineConfiguration status kept conflicting; will retry", attempts=MAX_CONFLICT_RETRIES)
-        return StatusWriteResult.FAILED
+
+        try:
+            result = await retry_on_conflict(lambda: self._get(g, v, p, n), plan, write, what="MachineConfiguration status")
+        except NotFound:
+            return self._machineconfiguration_missing()
+        except Conflict:
+            log.warning("MachineConfiguration status kept conflicting; will retry")
+            return StatusWriteResult.FAILED
+        self._mc_missing_logged = False
+        if result is None:
+            return StatusWriteResult.UNCHANGED
+        log.debug("MachineConfiguration status written", conditions=[c.state[:2] for c in desired.conditions])
+        return result
 
     def _machineconfiguration_missing(self) -> StatusWriteResult:
         if not self._mc_missing_logged:
@@ -419,28 +412,33 @@ class StatusWriter:
 
     async def _write_cluster_operator(self, desired: ClusterOperatorStatus) -> StatusWriteResult:
         g, v, p, n = CONFIG_GROUP, CONFIG_VERSION, CLUSTEROPERATOR_PLURAL, self.cluster_operator
-        for _ in range(MAX_CONFLICT_RETRIES):
+
+        async def read() -> Any:
             try:
-                obj = await self._get(g, v, p, n)
-            except ApiException as exc:
-                if exc.status != 404:
-                    raise
-                obj = await self._create_cluster_operator()
-                if obj is None:
-                    continue  # someone created it meanwhile: read theirs
-            body = self._cluster_operator_patch(obj, desired)
-            if body is None:
-                return StatusWriteResult.UNCHANGED
+                return await self._get(g, v, p, n)
+            except NotFound:
+                created = await self._create_cluster_operator()
+                return created if created is not None else await self._get(g, v, p, n)  # created meanwhile
+
+        async def plan(obj: Mapping[str, Any]) -> dict[str, Any] | None:
+            return self._cluster_operator_patch(obj, desired)
+
+        async def write(_obj: Mapping[str, Any], body: dict[str, Any]) -> StatusWriteResult:
             try:
                 await self._patch_status(g, v, p, n, body)
-            except ApiException as exc:
-                if exc.status in (404, 409):
-                    continue  # conflict, or deleted under us: re-read (and re-create)
-                raise
-            log.debug("ClusterOperator status written", name=n)
+            except NotFound:  # deleted under us: read again, which creates it again
+                raise conflict(f"{p}/{n}", "deleted while its status was written") from None
             return StatusWriteResult.WRITTEN
-        log.warning("ClusterOperator status kept conflicting; will retry", name=n)
-        return StatusWriteResult.FAILED
+
+        try:
+            result = await retry_on_conflict(read, plan, write, what=f"ClusterOperator {n} status")
+        except Conflict:
+            log.warning("ClusterOperator status kept conflicting; will retry", name=n)
+            return StatusWriteResult.FAILED
+        if result is None:
+            return StatusWriteResult.UNCHANGED
+        log.debug("ClusterOperator status written", name=n)
+        return result
 
     async def _create_cluster_operator(self) -> Any:
         """Create our ClusterOperator (status is ignored on create: it is a subresource)."""
@@ -460,10 +458,8 @@ class StatusWriter:
 
         try:
             created = await self._call(f"create {what}", call)
-        except ApiException as exc:
-            if exc.status == 409:
-                return None
-            raise
+        except Conflict:
+            return None
         log.info("ClusterOperator created", name=self.cluster_operator)
         return created
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -20,7 +20,6 @@ from typing import Any
 
 import structlog
 from kubernetes_asyncio.client import CoreV1Api
-from kubernetes_asyncio.client.exceptions import ApiException
 
 from .constants import (
     ANNOTATION_STUB_UPGRADED_AT,
@@ -32,7 +31,8 @@ from .constants import (
 )
 from .errors import UserDataError
 from .ignition import StubConversion, convert_stub_ignition
-from .kube.retry import CONNECTION_ERRORS, describe, with_retries
+from .kube.errors import Conflict, NotFound
+from .kube.retry import REQUEST_FAILURES, api_call, describe, retry_on_conflict
 from .kube.times import format_time
 from .model import MachineResource, Refusal
 
@@ -70,8 +70,12 @@ class StubUpgradeResult:
         return None if self.ok else self.message
 
 
-class _Conflict(Exception):
-    """The Secret changed between our read and our write (409)."""
+@dataclass(frozen=True)
+class _StubPlan:
+    """What one read of the Secret came to: a merge patch to send, or the answer as it stands."""
+
+    result: StubUpgradeResult  # the answer when nothing is sent (or once the patch is written)
+    body: dict[str, Any] | None = None
 
 
 async def ensure_stub_ignition_v3(
@@ -91,75 +95,64 @@ async def ensure_stub_ignition_v3(
     raises for API or data problems: those come back as an `INVALID` or `FAILED` result, so one bad
     secret costs only the MachineSets that use it.
     """
-    stamp = format_time(now)
-    result = None
-    for _ in range(max(1, conflict_attempts)):
-        try:
-            result = await _attempt(core_api, namespace, secret_name, stamp, dry_run)
-        except _Conflict:
-            log.info(
-                "user-data secret changed while upgrading it, re-reading",
-                namespace=namespace,
-                secret=secret_name,
-            )
-            continue
-        break
-    if result is None:
-        result = StubUpgradeResult(
-            namespace,
-            secret_name,
-            StubOutcome.FAILED,
-            f"secret {namespace}/{secret_name} kept changing under us ({conflict_attempts} conflicts)",
-        )
-    _log_result(result)
-    return result
-
-
-async def _attempt(
-    core_api: CoreV1Api, namespace: str, name: str, stamp: str, dry_run: bool
-) -> StubUpgradeResult:
-    where = f"secret {namespace}/{name}"
+    where = f"secret {namespace}/{secret_name}"
+    # Any: the bundled stubs omit `_content_type`, which the generated methods accept.
+    api: Any = core_api
 
     def result(outcome: StubOutcome, message: str, conv: StubConversion | None = None) -> StubUpgradeResult:
-        return StubUpgradeResult(
-            namespace,
-            name,
-            outcome,
-            message,
-            conv.from_version if conv else None,
-            conv.to_version if conv else None,
-        )
+        return StubUpgradeResult(namespace, secret_name, outcome, message,
+                                 conv.from_version if conv else None, conv.to_version if conv else None)
 
-    if name in CLOUD_CREDENTIALS_SECRETS:
+    async def read() -> Any:
+        return await api_call(lambda: core_api.read_namespaced_secret(secret_name, namespace), what=f"get {where}")
+
+    async def plan(secret: Any) -> _StubPlan:
+        return _plan(secret, where, format_time(now), dry_run, result)
+
+    async def write(_secret: Any, planned: _StubPlan) -> StubUpgradeResult:
+        if planned.body is not None:
+            # A dict body would go out as strategic merge for a built-in type; say merge patch.
+            body = planned.body
+            await api_call(lambda: api.patch_namespaced_secret(secret_name, namespace, body, _content_type=MERGE_PATCH),
+                           what=f"patch {where}")
+        return planned.result
+
+    if secret_name in CLOUD_CREDENTIALS_SECRETS:
         # Not even read: its contents are nobody's business here, and it is never written.
-        return result(
+        found = result(
             StubOutcome.INVALID,
             f"{where}: providerSpec.userDataSecret names the cloud credentials Secret, which is never "
             "user data; point it at the Ignition stub Secret (e.g. worker-user-data)",
         )
-    try:
-        secret = await with_retries(
-            lambda: core_api.read_namespaced_secret(name, namespace), what=f"get {where}"
-        )
-    except ApiException as exc:
-        if exc.status == 404:
-            return result(StubOutcome.INVALID, f"{where}: not found")
-        return result(StubOutcome.FAILED, f"{where}: cannot read it: {describe(exc)}")
-    except CONNECTION_ERRORS as exc:
-        return result(StubOutcome.FAILED, f"{where}: cannot read it: {describe(exc)}")
+    else:
+        try:
+            found = await retry_on_conflict(read, plan, write, what=where, attempts=max(1, conflict_attempts)) or result(
+                StubOutcome.FAILED, f"{where}: not readable")
+        except NotFound:
+            found = result(StubOutcome.INVALID, f"{where}: not found")
+        except Conflict:
+            found = result(StubOutcome.FAILED, f"{where} kept changing under us ({conflict_attempts} conflicts)")
+        except REQUEST_FAILURES as exc:
+            found = result(StubOutcome.FAILED, f"{where}: cannot read or write it: {describe(exc)}")
+    _log_result(found)
+    return found
+
+
+def _plan(
+    secret: Any, where: str, stamp: str, dry_run: bool, result: Callable[..., StubUpgradeResult]
+) -> _StubPlan:
+    """From the Secret as read: already spec 3, invalid, or the merge patch that upgrades it."""
     try:
         conv = convert_stub_ignition(_user_data(secret, where), where)
     except UserDataError as exc:
-        return result(StubOutcome.INVALID, str(exc))
+        return _StubPlan(result(StubOutcome.INVALID, str(exc)))
     if not conv.changed:
-        return result(
-            StubOutcome.ALREADY_V3, f"{where}: Ignition {conv.from_version} is already spec 3", conv
-        )
+        return _StubPlan(result(StubOutcome.ALREADY_V3, f"{where}: Ignition {conv.from_version} is already spec 3", conv))
     upgrade = f"Ignition {conv.from_version} -> {conv.to_version}"
     if dry_run:
-        return result(StubOutcome.WOULD_UPGRADE, f"{where}: would upgrade {upgrade} (dry run)", conv)
+        return _StubPlan(result(StubOutcome.WOULD_UPGRADE, f"{where}: would upgrade {upgrade} (dry run)", conv))
     if getattr(secret, "immutable", None):
-        return result(StubOutcome.FAILED, f"{where}: needs {upgrade} but the secret is immutable", conv)
+        return _StubPlan(result(StubOutcome.FAILED, f"{where}: needs {upgrade} but the secret is immutable", conv))
     body = {
         "metadata": {
             "resourceVersion": secret.metadata.resource_version,
@@ -167,25 +160,7 @@ async def _attempt(
         },
         "data": {USER_DATA_SECRET_KEY: base64.b64encode(conv.user_data).decode("ascii")},
     }
-    # Any: the bundled stubs omit `_content_type`, which the generated methods accept.
-    api: Any = core_api
-    try:
-        await with_retries(
-            # A dict body would go out as strategic merge for a built-in type; say merge patch.
-            lambda: api.patch_namespaced_secret(name, namespace, body, _content_type=MERGE_PATCH),
-            what=f"patch {where}",
-        )
-    except ApiException as exc:
-        if exc.status == 409:
-            raise _Conflict() from None
-        return result(
-            StubOutcome.FAILED, f"{where}: cannot write the {upgrade} upgrade: {describe(exc)}", conv
-        )
-    except CONNECTION_ERRORS as exc:
-        return result(
-            StubOutcome.FAILED, f"{where}: cannot write the {upgrade} upgrade: {describe(exc)}", conv
-        )
-    return result(StubOutcome.UPGRADED, f"{where}: upgraded {upgrade}", conv)
+    return _StubPlan(result(StubOutcome.UPGRADED, f"{where}: upgraded {upgrade}", conv), body)
 
 
 def _user_data(secret: Any, where: str) -> bytes:

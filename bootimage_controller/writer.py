@@ -1,11 +1,11 @@
 """Every MachineSet write the daemon makes, and the claim holder's lifecycle (SPEC section 3).
 
-Writes are JSON patches that test `/metadata/resourceVersion` first (see `claims.py`): a 409 or a
-failed `test` (a 422 without details, see `kube.errors.is_failed_test`) means someone else wrote in
-between, and the caller re-reads and re-plans; it never retries the same patch. Any other refusal
-(a 422 naming an invalid field, a 403, retries exhausted) raises `ApiError` with the API server's
-own reason and message. Transient failures (429, 5xx, broken connections) are retried with
-backoff by `kube.retry.with_retries`.
+Writes are JSON patches that test `/metadata/resourceVersion` first (see `claims.py`). Every
+refusal leaves as the typed error of `kube.errors`: `Conflict` (a 409, or a failed `test`) means
+someone else wrote in between, and the caller re-reads and re-plans (`kube.retry.retry_on_conflict`),
+never resending the same patch; `NotFound` that the object is gone; `Invalid` or `Forbidden` carry
+the API server's own reason and message. Transient failures (429, 5xx, broken connections) are
+retried with backoff by `kube.retry.api_call`.
 
 The garbage collector must never delete a MachineSet because of us (SPEC invariant 4): the holder
 carries a finalizer, so while any MachineSet still refers to it, it cannot disappear; release
@@ -14,7 +14,6 @@ removes every reference first and only then the finalizer.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -22,7 +21,6 @@ from typing import Any
 
 import structlog
 from kubernetes_asyncio.client import CoreV1Api, CustomObjectsApi
-from kubernetes_asyncio.client.exceptions import ApiException
 
 from .claims import JsonPatch, boot_image_patch, release_patch
 from .constants import (
@@ -44,20 +42,14 @@ from .constants import (
     MERGE_PATCH,
 )
 from .kube.client import send_and_discard
-from .kube.errors import ApiError, is_write_conflict
-from .kube.retry import with_retries
+from .kube.errors import ApiError, Conflict, NotFound, conflict
+from .kube.retry import api_call
 from .model import BootImageDecision
 
 log = structlog.get_logger(__name__)
 
 # Reads of the claim holder before giving up on a race with another writer (the reconcile retries).
 HOLDER_ATTEMPTS = 5
-
-
-class WriteResult(enum.Enum):
-    APPLIED = "applied"
-    CONFLICT = "conflict"  # someone else wrote first: re-read and re-plan
-    GONE = "gone"  # the object was deleted meanwhile
 
 
 @dataclass(frozen=True)
@@ -84,18 +76,16 @@ class MachineSetWriter:
         """Get the holder ConfigMap, (re)creating it or restoring its finalizer when needed.
 
         Two workers may find it missing (or without its finalizer) at once: the one that loses the
-        create (409) or the finalizer patch (a failed `test`, 422) reads it again and uses what the
+        create (409) or the finalizer patch (a failed `test`) reads it again and uses what the
         other one wrote.
         """
         for _ in range(HOLDER_ATTEMPTS):
             try:
-                cm = await with_retries(
+                cm = await api_call(
                     lambda: self.core.read_namespaced_config_map(CLAIM_HOLDER_NAME, self.holder_namespace),
                     what="get claim holder",
                 )
-            except ApiException as exc:
-                if exc.status != 404:
-                    raise
+            except NotFound:
                 created = await self._create_holder()
                 if created is None:
                     continue  # created concurrently: read that one
@@ -110,14 +100,10 @@ class MachineSetWriter:
                 ]
                 try:
                     await self._patch_holder(ops)
-                except ApiException as exc:
-                    if is_write_conflict(exc) or exc.status == 404:
-                        continue  # changed (or went) under us: read it again
-                    raise
+                except (Conflict, NotFound):
+                    continue  # changed (or went) under us: read it again
             return Holder(meta.uid, deleting=False)
-        raise ApiError(
-            "claim holder", 409, "Conflict", f"kept changing under us ({HOLDER_ATTEMPTS} reads); tried again later"
-        )
+        raise conflict("claim holder", f"kept changing under us ({HOLDER_ATTEMPTS} reads); tried again later")
 
     async def _create_holder(self) -> Holder | None:
         body = {
@@ -136,19 +122,17 @@ class MachineSetWriter:
             "data": {},
         }
         try:
-            cm = await with_retries(
+            cm = await api_call(
                 lambda: self.core.create_namespaced_config_map(self.holder_namespace, body),
                 what="create claim holder",
             )
-        except ApiException as exc:
-            if exc.status == 409:  # created concurrently: the caller reads that one
-                return None
-            raise
+        except Conflict:  # created concurrently: the caller reads that one
+            return None
         log.info("claim holder created", name=CLAIM_HOLDER_NAME, uid=cm.metadata.uid)
         return Holder(cm.metadata.uid, deleting=False)
 
     async def _patch_holder(self, ops: JsonPatch) -> None:
-        await with_retries(
+        await api_call(
             lambda: self.core.patch_namespaced_config_map(
                 CLAIM_HOLDER_NAME, self.holder_namespace, ops, _content_type=JSON_PATCH
             ),
@@ -158,7 +142,7 @@ class MachineSetWriter:
     async def keep_hot_loop(self, entries: Mapping[str, str | None]) -> None:
         """Set (or, with None, remove) hot-loop counts in the holder's data: a JSON merge patch of
         those keys only, so concurrent workers writing other MachineSets' keys never collide."""
-        await with_retries(
+        await api_call(
             lambda: self.core.patch_namespaced_config_map(
                 CLAIM_HOLDER_NAME, self.holder_namespace, {"data": dict(entries)}, _content_type=MERGE_PATCH
             ),
@@ -166,13 +150,13 @@ class MachineSetWriter:
         )
 
     async def remove_holder_finalizer(self) -> bool:
-        """Drop our finalizer (the caller has checked no MachineSet refers to the holder)."""
+        """Drop our finalizer (the caller has checked no MachineSet refers to the holder). False
+        when the holder changed meanwhile: list again and call again."""
         try:
-            cm = await self.core.read_namespaced_config_map(CLAIM_HOLDER_NAME, self.holder_namespace)
-        except ApiException as exc:
-            if exc.status == 404:
-                return True
-            raise
+            cm = await api_call(lambda: self.core.read_namespaced_config_map(CLAIM_HOLDER_NAME, self.holder_namespace),
+                                what="get claim holder")
+        except NotFound:
+            return True
         finalizers = list(cm.metadata.finalizers or [])
         if CLAIM_FINALIZER not in finalizers:
             return True
@@ -183,41 +167,43 @@ class MachineSetWriter:
         ]
         try:
             await self._patch_holder(ops)
-        except ApiException as exc:
-            if is_write_conflict(exc) or exc.status == 404:
-                return False
-            raise
+        except NotFound:
+            return True
+        except Conflict:
+            return False
         log.info("claim holder finalizer removed", name=CLAIM_HOLDER_NAME)
         return True
 
     # ---- MachineSets --------------------------------------------------------------------------
     async def patch_boot_image(
         self, obj: Mapping[str, Any], decision: BootImageDecision, annotations: Mapping[str, str], holder: Holder
-    ) -> WriteResult:
+    ) -> None:
+        """Raises `Conflict` (re-read and re-plan), `NotFound` (deleted meanwhile), other `ApiError`s."""
         ops = boot_image_patch(obj, decision.changes, annotations, holder.uid)
-        return await self._patch(obj, ops, "patch boot image")
+        await self.patch(obj, ops, "patch boot image")
 
-    async def claim(self, obj: Mapping[str, Any], holder: Holder) -> WriteResult:
+    async def claim(self, obj: Mapping[str, Any], holder: Holder) -> bool:
         """Only our owner reference (a MachineSet handed over from the MCO, whose boot image needs
-        no change now): the MCO skips it from then on."""
+        no change now): the MCO skips it from then on. False when it was ours already."""
         ops = boot_image_patch(obj, (), {}, holder.uid)
         if len(ops) == 1:  # only the resourceVersion test: already ours
-            return WriteResult.APPLIED
-        return await self._patch(obj, ops, "claim")
+            return False
+        await self.patch(obj, ops, "claim")
+        return True
 
-    async def release(self, obj: Mapping[str, Any]) -> WriteResult:
+    async def release(self, obj: Mapping[str, Any]) -> None:
         ops = release_patch(obj)
-        if ops is None:
-            return WriteResult.APPLIED
-        return await self._patch(obj, ops, "release claim")
+        if ops is not None:
+            await self.patch(obj, ops, "release claim")
 
-    async def _patch(self, obj: Mapping[str, Any], ops: JsonPatch, what: str) -> WriteResult:
+    async def patch(self, obj: Mapping[str, Any], ops: JsonPatch, what: str) -> None:
+        """Send a JSON patch built by `claims.py` (its first op tests the resourceVersion)."""
         meta = obj.get("metadata") or {}
         name, namespace = meta.get("name"), meta.get("namespace")
         group, version, plural = machine_resource(obj)
         self.writes += 1
         try:
-            await with_retries(
+            await api_call(
                 # The answer is not read: the watch brings the new version to the cache.
                 lambda: send_and_discard(
                     self.custom.patch_namespaced_custom_object(
@@ -227,34 +213,29 @@ class MachineSetWriter:
                 ),
                 what=f"{what} {namespace}/{name}",
             )
-        except ApiException as exc:
-            if is_write_conflict(exc):
-                log.info("write conflict, will re-read", namespace=namespace, name=name, what=what, code=exc.status)
-                return WriteResult.CONFLICT
-            if exc.status == 404:
-                return WriteResult.GONE
-            error = ApiError.from_exception(f"{what} {namespace}/{name}", exc)
+        except Conflict:
+            log.info("write conflict, will re-read", namespace=namespace, name=name, what=what)
+            raise
+        except NotFound:
+            raise
+        except ApiError as error:
             log.warning(
                 "write failed", namespace=namespace, name=name, what=what,
                 code=error.status, reason=error.reason, message=error.message,
             )
-            raise error from None
-        return WriteResult.APPLIED
+            raise
 
     async def get(self, kind: str, namespace: str, name: str, version: str | None = None) -> dict[str, Any] | None:
         """`kind`: MachineSet, ControlPlaneMachineSet or a CAPI kind key (`version`: its version)."""
         group, default_version, plural = _resource_for_kind(kind)
         try:
-            obj: dict[str, Any] = await with_retries(
+            obj: dict[str, Any] = await api_call(
                 lambda: self.custom.get_namespaced_custom_object(group, version or default_version, namespace, plural, name),
                 what=f"get {namespace}/{name}",
             )
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
+        except NotFound:
+            return None
         return obj
-
 
     # ---- CAPI infrastructure templates ---------------------------------------------------------
     async def create_template(self, body: Mapping[str, Any]) -> None:
@@ -267,24 +248,23 @@ class MachineSetWriter:
         namespace, name = str(meta.get("namespace")), str(meta.get("name"))
         self.writes += 1
         try:
-            await with_retries(
+            await api_call(
                 lambda: send_and_discard(self.custom.create_namespaced_custom_object(
                     group, version, namespace, plural, dict(body), _preload_content=False)),
                 what=f"create {kind} {namespace}/{name}",
             )
             log.info("infrastructure template created", kind=kind, namespace=namespace, name=name)
             return
-        except ApiException as exc:
-            if exc.status != 409:
-                raise ApiError.from_exception(f"create {kind} {namespace}/{name}", exc) from None
-        existing = await with_retries(
+        except Conflict:
+            pass  # exists: the same one, or another of that name (below)
+        existing = await api_call(
             lambda: self.custom.get_namespaced_custom_object(group, version, namespace, plural, name),
             what=f"get {kind} {namespace}/{name}",
         )
         want = ((body.get("spec") or {}).get("template") or {}).get("spec")
         have = ((existing.get("spec") or {}).get("template") or {}).get("spec")
         if want != have:
-            raise ApiError(f"create {kind} {namespace}/{name}", 409, "AlreadyExists",
+            raise Conflict(f"create {kind} {namespace}/{name}", 409, "AlreadyExists",
                            "a template of that name exists with another spec; not using it")
 
     async def delete_template(self, kind: str, api_version: str, namespace: str, name: str, uid: str) -> bool:
@@ -293,15 +273,13 @@ class MachineSetWriter:
         body = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}}
         self.writes += 1
         try:
-            await with_retries(
+            await api_call(
                 lambda: self.custom.delete_namespaced_custom_object(
                     group, version, namespace, INFRA_TEMPLATES[kind][1], name, body=body),
                 what=f"delete {kind} {namespace}/{name}",
             )
-        except ApiException as exc:
-            if exc.status in (404, 409):  # gone, or another object of that name now
-                return False
-            raise ApiError.from_exception(f"delete {kind} {namespace}/{name}", exc) from None
+        except (NotFound, Conflict):  # gone, or another object of that name now
+            return False
         log.info("infrastructure template deleted", kind=kind, namespace=namespace, name=name)
         return True
 

@@ -6,10 +6,10 @@ from typing import Any
 
 import structlog
 from kubernetes_asyncio.client import ApisApi
-from kubernetes_asyncio.client.exceptions import ApiException
 
 from ..constants import CAPI_GROUP, CAPI_VERSIONS
-from ..kube.retry import CONNECTION_ERRORS, describe
+from ..kube.errors import ApiError
+from ..kube.retry import CONNECTION_ERRORS, api_call, describe
 
 log = structlog.get_logger(__name__)
 
@@ -21,8 +21,8 @@ async def discover_capi_version(api: Any) -> str:
     try:
         # One attempt: an unreachable API server is reported by the daemon's own start-up check,
         # without waiting here for a retry budget first.
-        groups = await ApisApi(api).get_api_versions(_request_timeout=10)
-    except ApiException as exc:
+        groups = await api_call(lambda: ApisApi(api).get_api_versions(_request_timeout=10), what="get /apis", attempts=1)
+    except ApiError as exc:
         # Info, not a warning: whatever stops discovery stops the reads that follow, which say so.
         log.info("API discovery failed; assuming cluster.x-k8s.io/" + CAPI_VERSIONS[-1], error=describe(exc))
         return CAPI_VERSIONS[-1]

@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 from kubernetes_asyncio.client import CoreV1Api
-from kubernetes_asyncio.client.exceptions import ApiException
 
 from ..constants import (
     AWS_CREDENTIALS_SECRET,
@@ -17,8 +16,10 @@ from ..constants import (
     MAPI_NAMESPACE,
     Platform,
 )
-from ..kube.retry import CONNECTION_ERRORS, describe, is_retryable, with_retries
+from ..kube.errors import ApiError, Forbidden, NotFound, ServerError, TooManyRequests
+from ..kube.retry import REQUEST_FAILURES, api_call, describe
 from .queries import image_queries, verify_decisions
+from .refresh import AtMostEvery
 from .verifier import CloudVerifier
 
 if TYPE_CHECKING:
@@ -35,8 +36,6 @@ class CloudChecks:
     A platform without credentials is reported once by the verifier and planned with offline rules.
     """
 
-    REFRESH_SECONDS = 60.0
-
     def __init__(
         self, core: CoreV1Api, gcp_endpoint: str | None, azure_endpoint: str | None, vsphere: VSphereChecks | None = None
     ) -> None:
@@ -45,8 +44,7 @@ class CloudChecks:
         self.gcp_endpoint = gcp_endpoint
         self.azure_endpoint = azure_endpoint
         self.verifier: Any = None
-        self._loaded_at = float("-inf")
-        self._lock = asyncio.Lock()
+        self._every = AtMostEvery()
 
     _SECRETS = (
         (Platform.AWS, AWS_CREDENTIALS_SECRET),
@@ -59,44 +57,41 @@ class CloudChecks:
         A failure is left to that reconcile, which reads them again."""
         try:
             await self._refresh()
-        except ApiException as exc:
-            log.debug("cloud credentials not read yet", error=describe(exc))
-        except CONNECTION_ERRORS as exc:
+        except REQUEST_FAILURES as exc:
             log.debug("cloud credentials not read yet", error=describe(exc))
 
     async def _refresh(self) -> None:
-        async with self._lock:
-            now = asyncio.get_running_loop().time()
-            if now - self._loaded_at < self.REFRESH_SECONDS:
-                return
-            read = await asyncio.gather(*(self._read(name) for _, name in self._SECRETS), return_exceptions=True)
-            for answer in read:
-                if isinstance(answer, BaseException):
-                    raise answer
-            secrets: dict[Platform | str, Any] = {platform: answer for (platform, _), answer in zip(self._SECRETS, read, strict=True)}
-            if self.verifier is None:
-                self.verifier = CloudVerifier.from_secrets(
-                    secrets, gcp_endpoint=self.gcp_endpoint, azure_endpoint=self.azure_endpoint
-                )
-            else:
-                for platform, secret in secrets.items():
-                    self.verifier.update_secret(platform, secret)
-            self._loaded_at = now
+        await self._every.run(self._load)
+
+    async def _load(self) -> None:
+        read = await asyncio.gather(*(self._read(name) for _, name in self._SECRETS), return_exceptions=True)
+        for answer in read:
+            if isinstance(answer, BaseException):
+                raise answer
+        secrets: dict[Platform | str, Any] = {platform: answer for (platform, _), answer in zip(self._SECRETS, read, strict=True)}
+        if self.verifier is None:
+            self.verifier = CloudVerifier.from_secrets(
+                secrets, gcp_endpoint=self.gcp_endpoint, azure_endpoint=self.azure_endpoint
+            )
+        else:
+            for platform, secret in secrets.items():
+                self.verifier.update_secret(platform, secret)
 
     async def _read(self, name: str) -> Any:
         """The Secret, or None when it does not exist or is not ours to read."""
         try:
-            return await with_retries(
+            return await api_call(
                 functools.partial(self.core.read_namespaced_secret, name, MAPI_NAMESPACE), what=f"get secret {name}"
             )
-        except ApiException as exc:
+        except (TooManyRequests, ServerError):
             # Still failing after retries: not knowing whether credentials exist is no reason to
             # plan offline (or to drop working ones): fail this reconcile, it is retried, and so
             # is this read (the minute in _refresh only starts after success).
-            if is_retryable(exc):
-                raise
-            if exc.status not in (403, 404):
-                log.warning("cannot read cloud credentials", secret_name=name, code=exc.status)
+            raise
+        except (Forbidden, NotFound):
+            return None
+        except ApiError as exc:
+            log.warning("cannot read cloud credentials", secret_name=name, code=exc.status)
             return None
 
     async def __call__(self, decision: Any) -> tuple[Any, frozenset[str]] | None:
@@ -116,7 +111,7 @@ class CloudChecks:
         if self.verifier is not None:
             self.verifier.close()
         self.verifier = None
-        self._loaded_at = float("-inf")
+        self._every.expire()
         if self.vsphere is not None:
             self.vsphere.close()
 

@@ -79,7 +79,14 @@ def is_write_conflict(exc: ApiException) -> bool:
 
 
 class ApiError(Exception):
-    """A request the API server refused for good (after retries), with its words."""
+    """A request the API server refused (after retries), with its words.
+
+    Raised as one of the subclasses below (kopf's `_cogs/clients/errors.py` is the model), so a
+    caller says `except NotFound` rather than compare status codes: only `kube/` looks at HTTP
+    statuses. `permanent` tells the reconcile loop whether asking again can help.
+    """
+
+    permanent = False  # asking again later without a change cannot succeed
 
     def __init__(self, what: str, status: int, reason: str, message: str) -> None:
         self.what = what
@@ -90,8 +97,10 @@ class ApiError(Exception):
 
     @classmethod
     def from_exception(cls, what: str, exc: ApiException) -> ApiError:
+        """The typed error for a client exception (`NotFound` for a 404, and so on)."""
         reason, message = status_of(exc)
-        return cls(what, int(exc.status or 0), reason, message)
+        status = int(exc.status or 0)
+        return _error_class(status, is_failed_test(exc))(what, status, reason, message)
 
     @property
     def kind(self) -> str:
@@ -105,4 +114,72 @@ class ApiError(Exception):
         return f"{self.kind}: {detail}"
 
 
-__all__ = ["ApiError", "is_failed_test", "is_write_conflict", "status_of"]
+class NotFound(ApiError):
+    """404: the object (or its kind: no CRD) does not exist."""
+
+
+class Gone(ApiError):
+    """410: a watch's resourceVersion is too old (the informer lists again)."""
+
+
+class Conflict(ApiError):
+    """409, or a JSON-patch `test` that failed: someone wrote first. Re-read and re-plan."""
+
+
+class Invalid(ApiError):
+    """422 (or 400): the server refuses this request as written; `message` names the field."""
+
+    permanent = True
+
+
+class Forbidden(ApiError):
+    """401 or 403: this identity may not do it. RBAC must change first."""
+
+    permanent = True
+
+
+class TooManyRequests(ApiError):
+    """429: the server asks us to slow down (retries exhausted)."""
+
+
+class ServerError(ApiError):
+    """5xx: the server failed (retries exhausted)."""
+
+
+def _error_class(status: int, failed_test: bool) -> type[ApiError]:
+    if status == 404:
+        return NotFound
+    if status == 410:
+        return Gone
+    if status == 409 or failed_test:
+        return Conflict
+    if status in (400, 422):
+        return Invalid
+    if status in (401, 403):
+        return Forbidden
+    if status == 429:
+        return TooManyRequests
+    if status >= 500:
+        return ServerError
+    return ApiError
+
+
+def conflict(what: str, message: str) -> Conflict:
+    """A conflict found on our side (an object kept changing under us), worded as the server's."""
+    return Conflict(what, 409, "Conflict", message)
+
+
+__all__ = [
+    "ApiError",
+    "Conflict",
+    "Forbidden",
+    "Gone",
+    "Invalid",
+    "NotFound",
+    "ServerError",
+    "TooManyRequests",
+    "conflict",
+    "is_failed_test",
+    "is_write_conflict",
+    "status_of",
+]

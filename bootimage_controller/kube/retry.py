@@ -19,11 +19,13 @@ import aiohttp
 import structlog
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from .errors import status_of
+from .errors import ApiError, Conflict, conflict, status_of
 
 log = structlog.get_logger(__name__)
 
 T = TypeVar("T")
+S = TypeVar("S")
+P = TypeVar("P")
 Sleep = Callable[[float], Awaitable[None]]
 Clock = Callable[[], float]
 
@@ -35,6 +37,8 @@ CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
     ConnectionError,
     asyncio.TimeoutError,
 )
+# Everything a request can end in once retried: the server's refusal, or no answer at all.
+REQUEST_FAILURES: tuple[type[BaseException], ...] = (ApiError, *CONNECTION_ERRORS)
 
 
 @dataclass(frozen=True)
@@ -111,6 +115,8 @@ def describe(exc: BaseException) -> str:
     if isinstance(exc, ApiException):
         reason, message = status_of(exc)
         return f"{exc.status} {reason}" + (f": {message}" if message else "")
+    if isinstance(exc, ApiError):
+        return f"{exc.status} {exc.reason}" + (f": {exc.message}" if exc.message else "")
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
@@ -151,3 +157,56 @@ async def with_retries(
             )
             await sleep(delay)
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+async def api_call(
+    fn: Callable[[], Awaitable[T]],
+    *,
+    what: str,
+    attempts: int = 5,
+    base_delay: float = 0.2,
+    max_delay: float = 10.0,
+    sleep: Sleep = asyncio.sleep,
+) -> T:
+    """`with_retries`, and a refusal raised as the typed `ApiError` (`NotFound`, `Conflict`,
+    `Invalid`, ...) naming `what`: the one way a request's failure leaves `kube/`."""
+    try:
+        return await with_retries(fn, what=what, attempts=attempts, base_delay=base_delay, max_delay=max_delay,
+                                  sleep=sleep)
+    except ApiException as exc:
+        raise ApiError.from_exception(what, exc) from None
+
+
+# Writes of one object before a run of conflicts is given up (the caller's key is retried later).
+CONFLICT_ATTEMPTS = 5
+
+
+async def retry_on_conflict(
+    read: Callable[[], Awaitable[S | None]],
+    plan: Callable[[S], Awaitable[P | None]],
+    write: Callable[[S, P], Awaitable[T]],
+    *,
+    what: str,
+    current: S | None = None,
+    attempts: int = CONFLICT_ATTEMPTS,
+) -> T | None:
+    """Plan from the object and write; on `Conflict` (someone wrote first) read it again and plan
+    again, never resend the same write. client-go's `retry.RetryOnConflict`, with the re-read and
+    re-plan made explicit.
+
+    `current`: the object as already read (a cache): the first write starts from it. `read`
+    returning None (the object is gone) or `plan` returning None (nothing to write any more)
+    ends it with None. A run of `attempts` conflicts raises `Conflict`.
+    """
+    obj = current if current is not None else await read()
+    for _ in range(attempts):
+        if obj is None:
+            return None
+        intent = await plan(obj)
+        if intent is None:
+            return None
+        try:
+            return await write(obj, intent)
+        except Conflict:
+            obj = await read()
+    raise conflict(what, f"kept conflicting with other writers ({attempts} attempts); will retry")

@@ -239,13 +239,27 @@ class ReconcileResult:
     """What reconciling one key came to (sample-controller's error return, made explicit).
 
     Done (the default), come back after `requeue_after` seconds, or failed with `error` (a
-    reason and message an admin can read): retried with the key's backoff. `run_workers` and
-    `run --once` map it the same way; an exception escaping a reconcile is a bug, not a result.
+    reason and message an admin can read). A failure is transient (retried with the key's
+    backoff: the server was busy, someone wrote first) or `permanent` (asking again cannot help
+    until something changes: a 422 Invalid, a 403, input we cannot use): the key then waits for
+    a change of the object or of an input, or the slow resync, and no backoff timer runs.
+    `run_workers` and `run --once` map it the same way; an exception escaping a reconcile is a
+    bug, not a result.
     """
 
     requeue_after: float | None = None
     error: str | None = None
     reason: str = ""  # a short, bounded name for the error (metrics label): an API reason, a Reason
+    permanent: bool = False
+
+    @classmethod
+    def transient(cls, reason: str, error: str) -> ReconcileResult:
+        return cls(error=error, reason=reason)
+
+    @classmethod
+    def waiting(cls, reason: str, error: str) -> ReconcileResult:
+        """A permanent failure: no retry until a change."""
+        return cls(error=error, reason=reason, permanent=True)
 
 
 DONE = ReconcileResult()
@@ -305,6 +319,11 @@ async def run_workers(
             return ReconcileResult(error=f"{type(exc).__name__}: {exc}")
 
     def _requeue(key: str, result: ReconcileResult) -> None:
+        if result.error is not None and result.permanent:
+            queue.forget(key)
+            log.warning("reconcile failed; waiting for a change before trying again", queue=queue.name, key=key,
+                        error=result.error, reason=result.reason)
+            return
         if result.error is not None:
             delay = queue.add_rate_limited(key)
             log.error(

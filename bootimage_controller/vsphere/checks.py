@@ -23,13 +23,14 @@ from pathlib import Path
 from typing import Any
 
 import structlog
-from kubernetes_asyncio.client.exceptions import ApiException
 
 from .. import observability as obs
 from ..cloud.credentials import CredentialsError, VSphereCredentials, parse_vsphere_credentials
 from ..cloud.facts import CloudFacts, TemplateKey, TemplateVm
+from ..cloud.refresh import AtMostEvery
 from ..constants import DEFAULT_OVA_CACHE_DIR, MAPI_NAMESPACE, VSPHERE_CREDENTIALS_SECRET
-from ..kube.retry import is_retryable, with_retries
+from ..kube.errors import ApiError, NotFound, ServerError, TooManyRequests
+from ..kube.retry import api_call
 from .ova import DEFAULT_MAX_BYTES, OvaCache
 from .refresh import Guard, RefreshOutcome, TemplateRefresher, VCenterClient
 from .topology import TemplateRefresh, TemplateWork
@@ -76,7 +77,6 @@ class _Said:
 
 
 class VSphereChecks:
-    REFRESH_SECONDS = 60.0
     # One inventory read serves every MachineSet of a template for this long (a pass over a large
     # fleet, or a resync, would otherwise read the datacenter's VM list once per MachineSet).
     # A refresh drops it: what this process changed is read afresh.
@@ -87,8 +87,7 @@ class VSphereChecks:
         self._read_secret = read_secret
         self._credentials: VSphereCredentials | None = None
         self._problem: str | None = "credentials not read yet"
-        self._loaded_at = float("-inf")
-        self._lock = asyncio.Lock()
+        self._every = AtMostEvery()
         self._clients: dict[str, tuple[VCenterLogin, VCenterClient]] = {}
         self._said = _Said()
         self._current: dict[TemplateKey, bool] = {}
@@ -103,7 +102,7 @@ class VSphereChecks:
     @classmethod
     def for_core_api(cls, options: VSphereOptions, core: Any) -> VSphereChecks:
         async def read(namespace: str, name: str) -> Any:
-            return await with_retries(
+            return await api_call(
                 functools.partial(core.read_namespaced_secret, name, namespace), what=f"get secret {namespace}/{name}"
             )
 
@@ -111,27 +110,23 @@ class VSphereChecks:
 
     # ---- credentials ------------------------------------------------------------------------------
     async def _refresh_credentials(self) -> None:
-        async with self._lock:
-            now = asyncio.get_running_loop().time()
-            if now - self._loaded_at < self.REFRESH_SECONDS:
-                return
-            namespace, name = self.options.credentials
-            try:
-                secret = await self._read_secret(namespace, name)
-                self._credentials, self._problem = parse_vsphere_credentials(secret), None
-            except ApiException as exc:
-                if is_retryable(exc):
-                    raise  # not knowing is no reason to drop working credentials: this reconcile retries
-                self._credentials = None
-                self._problem = (
-                    f"Secret {namespace}/{name} does not exist" if exc.status == 404
-                    else f"Secret {namespace}/{name} cannot be read ({exc.status})"
-                )
-            except CredentialsError as exc:
-                self._credentials, self._problem = None, str(exc)
-            self._loaded_at = now
-            if self._problem is not None:
-                self._said.once(f"no vCenter credentials: {self._problem}; vSphere templates are not checked")
+        await self._every.run(self._load_credentials)
+
+    async def _load_credentials(self) -> None:
+        namespace, name = self.options.credentials
+        try:
+            secret = await self._read_secret(namespace, name)
+            self._credentials, self._problem = parse_vsphere_credentials(secret), None
+        except (TooManyRequests, ServerError):
+            raise  # not knowing is no reason to drop working credentials: this reconcile retries
+        except NotFound:
+            self._credentials, self._problem = None, f"Secret {namespace}/{name} does not exist"
+        except ApiError as exc:
+            self._credentials, self._problem = None, f"Secret {namespace}/{name} cannot be read ({exc.describe()})"
+        except CredentialsError as exc:
+            self._credentials, self._problem = None, str(exc)
+        if self._problem is not None:
+            self._said.once(f"no vCenter credentials: {self._problem}; vSphere templates are not checked")
 
     def _login_for(self, server: str, port: int) -> VCenterLogin | str:
         if importlib.util.find_spec("pyVmomi") is None:

@@ -181,11 +181,12 @@ class OvaCache:
             aiohttp.ClientSession(timeout=timeout, trust_env=True) as session,
             session.get(url, headers=headers) as resp,
         ):
-            if resp.status == 416 and have:  # the part is already whole (crash before the rename)
+            code = resp.status  # HTTP from the mirror, not the Kubernetes API
+            if code == 416 and have:  # the part is already whole (crash before the rename)
                 return
-            if resp.status not in (200, 206):
-                raise aiohttp.ClientResponseError(resp.request_info, (), status=resp.status, message=resp.reason or "")
-            resumed = resp.status == 206 and have > 0
+            if code not in (200, 206):
+                raise aiohttp.ClientResponseError(resp.request_info, (), status=code, message=resp.reason or "")
+            resumed = code == 206 and have > 0
             total = (resp.content_length or 0) + (have if resumed else 0)
             log.info("downloading OVA", url=url, resumed_at=have if resumed else 0, total_bytes=total or None)
             done = have if resumed else 0

@@ -15,6 +15,7 @@ from bootimage_controller.constants import (
     AZURE_CREDENTIALS_SECRET,
     GCP_CREDENTIALS_SECRET,
 )
+from bootimage_controller.kube.errors import ServerError
 
 AWS_DECISION = SimpleNamespace(platform="AWS")
 
@@ -71,7 +72,7 @@ async def test_a_transient_failure_while_priming_is_left_to_the_first_reconcile(
     before = len(core.reads)
     # Not knowing whether credentials exist is no reason to plan offline: the reconcile fails
     # (and is retried), reading the Secrets again.
-    with pytest.raises(ApiException) as info:
+    with pytest.raises(ServerError) as info:
         await checks(AWS_DECISION)
     assert info.value.status == 503
     assert core.reads[before:].count(AWS_CREDENTIALS_SECRET) == 5  # with_retries' attempts

@@ -45,13 +45,15 @@ from bootimage_controller.constants import (
     ANNOTATION_ARGOCD_TRACKING_ID,
     ANNOTATION_BOOT_IMAGE_MANAGER,
     CAPI_NAMESPACE,
+    CAPI_VERSIONS,
     CLAIM_FINALIZER,
     CLAIM_HOLDER_NAME,
     LABEL_HIVE_MACHINE_POOL,
     LABEL_OSSTREAM,
     MAPI_NAMESPACE,
 )
-from bootimage_controller.controller import Controller, ControllerOptions
+from bootimage_controller.lookups import plan_object
+from bootimage_controller.reconcile.store import ClusterView, InformerStore, build_informers
 
 from .daemon_helpers import list_machinesets, run_args, user_data_secret, wait_for
 
@@ -156,12 +158,14 @@ def managers_of(decisions: Any) -> dict[str, str]:
     return {d.name: str(d.manager) for d in decisions}
 
 
-async def daemon_managers(controller: Controller) -> dict[str, str]:
-    ctx = controller.inputs().context
-    assert ctx is not None, controller.inputs().problem
+async def daemon_managers(store: InformerStore) -> dict[str, str]:
+    """What the daemon decides from its caches (planned as its machine reconciler plans, offline)."""
+    inputs = ClusterView(store).inputs()
+    ctx = inputs.context
+    assert ctx is not None, inputs.problem
     kinds = ("MachineSet", "ControlPlaneMachineSet", "MachineSet.cluster.x-k8s.io")
-    objs = [o for kind in kinds for o in controller.informers[kind].list()]
-    return managers_of([await controller.plan(obj, ctx) for obj in objs])
+    objs = [o for kind in kinds for o in store.list(kind)]
+    return managers_of([plan_object(obj, store, ctx, ctx.facts) for obj in objs])
 
 
 async def plan_managers(api: k8s_client.ApiClient, tmp_path: Path, platform: str, mco: list[dict[str, Any]]) -> dict[str, str]:
@@ -192,25 +196,25 @@ async def test_plan_and_the_daemon_agree_on_every_manager_release_after_release_
     platform: str, kube_cluster: TestCluster, kube_api: k8s_client.ApiClient, tmp_path: Path
 ) -> None:
     await arrange(kube_api, platform)
-    controller = Controller(kube_api, ControllerOptions())
-    tasks = [i.start() for i in controller.informers.values()]
+    store = InformerStore(build_informers(kube_api, CAPI_VERSIONS[-1]))
+    tasks = [i.start() for i in store.informers.values()]
     try:
-        assert await controller.wait_synced(30), controller.sync_errors()
+        assert await store.wait_synced(30), store.sync_errors()
         for minor in (None, *range(16, 23)):
             mco = await set_mco(kube_api, minor)
             want = f"4.{minor}.0" if minor is not None else None
 
             async def seen(want: str | None = want) -> bool:
-                found = controller.informers["mco_operator"].list()
+                found = store.list("mco_operator")
                 got = found[0]["status"]["versions"][0]["version"] if found else None
-                return got == want and len(controller.informers["feature_gate"].list()) == (want is not None)
+                return got == want and len(store.list("feature_gate")) == (want is not None)
 
             await wait_for(seen, 10, f"the daemon's caches to see the MCO {want}")
             wanted = expected(platform, minor)
-            assert await daemon_managers(controller) == wanted, f"daemon, MCO {want}"
+            assert await daemon_managers(store) == wanted, f"daemon, MCO {want}"
             assert await plan_managers(kube_api, tmp_path, platform, mco) == wanted, f"plan, MCO {want}"
     finally:
-        for informer in controller.informers.values():
+        for informer in store.informers.values():
             await informer.stop()
         await asyncio.gather(*tasks, return_exceptions=True)
 

@@ -259,6 +259,63 @@ async def test_once_with_a_refused_patch_exits_1_degraded_with_the_servers_messa
     assert "conflict" not in degraded["message"].lower()
 
 
+def crowd(obj: dict[str, Any]) -> dict[str, Any]:
+    """Annotations just under the 256 KiB limit: adding our record makes the object invalid (422)."""
+    annotations = dict(obj["metadata"].get("annotations") or {})
+    used = sum(len(k) + len(v) for k, v in annotations.items())
+    annotations["example.com/filler"] = "x" * (262144 - used - len("example.com/filler") - 64)
+    obj["metadata"]["annotations"] = annotations
+    return obj
+
+
+async def test_a_patch_refused_for_good_waits_for_a_change_and_goes_at_once_when_it_comes(
+    kube_cluster: TestCluster, kube_api: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 23: a 422 Invalid is not retried on the backoff timer (the landed code sent 14 patches
+    in 60 s and would go on for hours). The MachineSet is Degraded with the server's own words,
+    waits for a change (or the 10-minute resync), and is patched at once when it shrinks; its
+    healthy neighbour is patched all the same."""
+    from bootimage_controller.writer import MachineSetWriter
+
+    await setup(kube_api, bootimages_configmap("coreos-bootimages-4.22-multistream.yaml"))
+    await apply(kube_api, crowd((await list_machinesets(kube_api))["aws-a"]))
+    attempts: list[tuple[float, str]] = []
+    real = MachineSetWriter.patch_boot_image
+
+    async def counted(self: MachineSetWriter, obj: Any, *args: Any) -> None:
+        attempts.append((time.monotonic(), obj["metadata"]["name"]))
+        await real(self, obj, *args)
+
+    monkeypatch.setattr(MachineSetWriter, "patch_boot_image", counted)
+
+    async def degraded_by_the_server() -> bool:
+        mc = await kube_request(kube_api, "GET", MC_PATH)
+        found = [c for c in (mc.get("status") or {}).get("conditions") or [] if c["type"] == "BootImageUpdateDegraded"]
+        return bool(found) and found[0]["status"] == "True" and "Too long" in found[0]["message"]
+
+    async with daemon_task(kube_cluster.kubeconfig, "--resync-period", "10m") as task:
+        await wait_for(degraded_by_the_server, 60, "Degraded with the API server's message")
+        assert (await amis(kube_api))["aws-b"] == AWS_422, "the healthy MachineSet is patched"
+        first = next(t for t, name in attempts if name == "aws-a")
+        # The landed code retried on its backoff timer: 5 ms doubling, a dozen patches in this window.
+        await asyncio.sleep(max(0.0, first + 30 - time.monotonic()))
+        assert [name for _, name in attempts].count("aws-a") == 1, attempts
+        assert not task.done()
+
+        # The admin trims the annotations: the change is the retry.
+        trimmed = (await list_machinesets(kube_api))["aws-a"]
+        trimmed["metadata"]["annotations"].pop("example.com/filler")
+        await kube_request(kube_api, "PUT", f"/apis/machine.openshift.io/v1beta1/namespaces/{MAPI_NAMESPACE}/machinesets/aws-a",
+                           trimmed)
+        changed = time.monotonic()
+
+        async def patched() -> bool:
+            return (await amis(kube_api))["aws-a"] == AWS_422
+
+        await wait_for(patched, 20, "the trimmed MachineSet to be patched")
+        assert [name for t, name in attempts if t >= changed] == ["aws-a"], attempts
+
+
 async def test_once_releases_claims_of_a_holder_deleted_while_the_daemon_was_down(
     kube_cluster: TestCluster, kube_api: Any
 ) -> None:

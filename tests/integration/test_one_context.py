@@ -30,8 +30,10 @@ from harness.objects import (
 from kubernetes_asyncio import client as k8s_client
 
 from bootimage_controller import plan_inputs
-from bootimage_controller.controller import Controller, ControllerOptions
+from bootimage_controller.constants import CAPI_VERSIONS
+from bootimage_controller.lookups import plan_object
 from bootimage_controller.model import BootImageDecision
+from bootimage_controller.reconcile.store import ClusterView, InformerStore, build_informers
 
 pytestmark = pytest.mark.integration
 
@@ -101,16 +103,17 @@ def by_key(decisions: list[BootImageDecision]) -> dict[str, dict[str, Any]]:
 
 
 async def daemon_decisions(api: k8s_client.ApiClient) -> tuple[list[BootImageDecision], Any]:
-    controller = Controller(api, ControllerOptions())
-    tasks = [informer.start() for informer in controller.informers.values()]
+    store = InformerStore(build_informers(api, CAPI_VERSIONS[-1]))
+    tasks = [informer.start() for informer in store.informers.values()]
     try:
-        assert await controller.wait_synced(30), "informers did not sync"
-        ctx = controller.inputs().context
-        assert ctx is not None, controller.inputs().problem
-        machines = [o for kind in ("MachineSet", "ControlPlaneMachineSet") for o in controller.informers[kind].list()]
-        return [await controller.plan(obj, ctx) for obj in machines], ctx
+        assert await store.wait_synced(30), "informers did not sync"
+        inputs = ClusterView(store).inputs()
+        ctx = inputs.context
+        assert ctx is not None, inputs.problem
+        machines = [o for kind in ("MachineSet", "ControlPlaneMachineSet") for o in store.list(kind)]
+        return [plan_object(obj, store, ctx, ctx.facts) for obj in machines], ctx
     finally:
-        for informer in controller.informers.values():
+        for informer in store.informers.values():
             await informer.stop()
         await asyncio.gather(*tasks, return_exceptions=True)
 

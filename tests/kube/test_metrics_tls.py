@@ -54,4 +54,4 @@ async def test_requests_without_a_bearer_token_are_refused_before_any_api_call()
     authorizer = MetricsAuthorizer(api_client=None)
     for header in ("", "Basic dXNlcjpwYXNz", "Bearer "):
         verdict = await authorizer.verdict(header, "/metrics")
-        assert verdict.status == 401
+        assert verdict.http_status == 401

@@ -1,5 +1,6 @@
-"""The controller's write path with a fake writer: typed refusals, conflicts, the claims gate,
-releases, and what the reporter makes of the outcomes (no API server)."""
+"""The machine and claims reconcilers' write path with a fake writer (built as the daemon builds
+them, with fakes of the writer interface): typed refusals, conflicts, the claims gate, releases,
+and what the reporter makes of the outcomes (no API server)."""
 
 from __future__ import annotations
 
@@ -19,12 +20,12 @@ from harness.objects import (
 )
 from kubernetes_asyncio.client import ApiClient
 
-from bootimage_controller import controller as controller_module
 from bootimage_controller import reporting
 from bootimage_controller.claims import HotLoopRecord, owner_reference, target_fingerprint
 from bootimage_controller.constants import (
     ANNOTATION_BOOT_IMAGE_UPDATES,
     ANNOTATION_HOT_LOOP,
+    CAPI_VERSIONS,
     CLAIM_FINALIZER,
     CONDITION_PROGRESSING,
     EVENT_FAILED,
@@ -32,17 +33,16 @@ from bootimage_controller.constants import (
     HOT_LOOP_LIMIT,
     Reason,
 )
-from bootimage_controller.controller import (
-    CLAIMS_KEY,
-    ClaimGate,
-    Controller,
-    ControllerOptions,
-    release_all_claims,
-)
+from bootimage_controller.kube.errors import Invalid, conflict
 from bootimage_controller.model import MachineResource, Refusal
+from bootimage_controller.reconcile import assembly as assembly_module
+from bootimage_controller.reconcile.assembly import Hooks, ReconcileOptions, Reconcilers, Writers, assemble
+from bootimage_controller.reconcile.claims import ClaimGate, release_all_claims
+from bootimage_controller.reconcile.keys import CLAIMS_KEY
+from bootimage_controller.reconcile.store import InformerStore, build_informers
 from bootimage_controller.skew.verdict import SkewLimits
 from bootimage_controller.status import ClusterOperatorStatus, make_condition
-from bootimage_controller.writer import Holder, WriteResult
+from bootimage_controller.writer import Holder
 
 NEW_AMI = {"id": "ami-06a6b025350ff1e23"}  # the 4.22 multistream target in us-east-1
 KEY = "MachineSet/openshift-machine-api/ms"
@@ -55,13 +55,16 @@ def machineset(name: str = "ms", rv: str = "10", **kw: Any) -> dict[str, Any]:
 
 
 class FakeWriter:
-    """MachineSetWriter's surface, recording calls; answers come from `results` (default APPLIED)."""
+    """MachineSetWriter's surface, recording calls; a write raises the next of `results` (None: it
+    is applied), as the real writer raises the API server's typed refusals."""
+
+    custom = None
 
     def __init__(self) -> None:
         self.holder = Holder("holder-uid", deleting=False)
         self.calls: list[tuple[str, str]] = []
-        self.results: list[WriteResult] = []
-        self.release_results: list[WriteResult] = []
+        self.results: list[Exception | None] = []
+        self.release_results: list[Exception | None] = []
         self.fresh: dict[str, Any] | None = None
         self.in_patch = asyncio.Event()
         self.finish_patch = asyncio.Event()
@@ -71,19 +74,26 @@ class FakeWriter:
         self.calls.append(("ensure_holder", ""))
         return self.holder
 
-    async def patch_boot_image(self, obj: Any, decision: Any, annotations: Any, holder: Holder) -> WriteResult:
+    async def patch_boot_image(self, obj: Any, decision: Any, annotations: Any, holder: Holder) -> None:
         self.calls.append(("patch", obj["metadata"]["resourceVersion"]))
         self.in_patch.set()
         await self.finish_patch.wait()
-        return self.results.pop(0) if self.results else WriteResult.APPLIED
+        refusal = self.results.pop(0) if self.results else None
+        if refusal is not None:
+            raise refusal
 
-    async def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+    async def get(self, kind: str, namespace: str, name: str, version: str | None = None) -> dict[str, Any] | None:
         self.calls.append(("get", name))
         return self.fresh
 
-    async def release(self, obj: Any) -> WriteResult:
+    async def release(self, obj: Any) -> None:
         self.calls.append(("release", obj["metadata"]["name"]))
-        return self.release_results.pop(0) if self.release_results else WriteResult.APPLIED
+        refusal = self.release_results.pop(0) if self.release_results else None
+        if refusal is not None:
+            raise refusal
+
+    async def keep_hot_loop(self, entries: Any) -> None:
+        self.calls.append(("keep_hot_loop", ""))
 
     async def remove_holder_finalizer(self) -> bool:
         self.calls.append(("remove_finalizer", ""))
@@ -94,8 +104,11 @@ class FakeEvents:
     def __init__(self) -> None:
         self.emitted: list[tuple[str, str, str]] = []
 
-    def post(self, involved: Any, type_: str, reason: str, message: str) -> None:
-        self.emitted.append((type_, reason, message))
+    def post(self, involved: Any, type: str, reason: str, message: str) -> None:
+        self.emitted.append((type, reason, message))
+
+    async def emit_now(self, involved: Any, type: str, reason: str, message: str) -> None:
+        self.emitted.append((type, reason, message))
 
     async def flush(self, timeout: float = 30.0) -> None:
         pass
@@ -108,13 +121,34 @@ async def api() -> AsyncIterator[ApiClient]:
     await client.close()
 
 
-def make_controller(api: ApiClient, *machinesets: dict[str, Any], **kw: Any) -> tuple[Controller, FakeWriter, list[str]]:
-    ctl = Controller(api, ControllerOptions(), **kw)
+class Harness:
+    """The assembled reconcilers, their fake writer and events, and what they queued."""
+
+    def __init__(self, parts: Reconcilers, events: FakeEvents) -> None:
+        self.parts = parts
+        self.events = events
+        self.states = parts.outcomes.states
+        self.informers = parts.store.informers
+
+    async def reconcile(self, key: str) -> Any:
+        return await self.parts.loop.reconcile(key)
+
+    def inputs(self) -> Any:
+        return self.parts.cluster.inputs()
+
+    def view(self) -> Any:
+        return self.parts.status.view()
+
+
+def make_controller(api: ApiClient, *machinesets: dict[str, Any], before_patch: Any = None) -> tuple[Harness, FakeWriter, list[str]]:
     writer = FakeWriter()
-    ctl.writer = writer  # type: ignore[assignment]
-    ctl.events = FakeEvents()
+    events = FakeEvents()
+    store = InformerStore(build_informers(api, CAPI_VERSIONS[-1]))
+    parts = assemble(store, Writers(writer, FakeWriter(), CAPI_VERSIONS[-1]), ReconcileOptions(),  # type: ignore[arg-type]
+                     Hooks(stub_check=before_patch, events=events))
+    ctl = Harness(parts, events)
     queued: list[str] = []
-    ctl.bind_queue(queued.append)
+    parts.bind_queue(queued.append)
     fill(ctl, "bootimages", bootimages_configmap("coreos-bootimages-4.22-multistream.yaml"))
     fill(ctl, "infrastructure", infrastructure("AWS"))
     fill(ctl, "clusterversion", cluster_version())
@@ -123,7 +157,7 @@ def make_controller(api: ApiClient, *machinesets: dict[str, Any], **kw: Any) -> 
     return ctl, writer, queued
 
 
-def fill(ctl: Controller, informer: str, *objs: dict[str, Any]) -> None:
+def fill(ctl: Harness, informer: str, *objs: dict[str, Any]) -> None:
     items = []
     for obj in objs:
         obj = copy.deepcopy(obj)
@@ -167,13 +201,13 @@ async def test_the_fourth_write_is_a_typed_hot_loop(api: ApiClient) -> None:
     await ctl.reconcile(KEY)
     assert len(ctl.events.emitted) == 1
     reporter = reporting.PassReporter(None, SkewLimits())
-    reporter(ctl)
+    reporter(ctl.view())
     assert reporter.summary.degraded
     assert reporter.summary.errors[0].startswith(f"MachineSet openshift-machine-api/ms: {Reason.HOT_LOOP}: ")
     assert sample("bootimage_controller_machinesets", kind="MachineSet", action="error", reason="HotLoop") == 1
 
 
-def target_fingerprint_for(ctl: Controller) -> str:
+def target_fingerprint_for(ctl: Harness) -> str:
     ctx = ctl.inputs().context
     assert ctx is not None
     from bootimage_controller.planner import plan_machine
@@ -207,7 +241,7 @@ async def test_unusable_user_data_blocks_only_that_machineset_with_its_reason(ap
 
 async def test_a_conflict_rereads_replans_and_patches_the_fresh_object(api: ApiClient) -> None:
     ctl, writer, _ = make_controller(api, machineset(rv="10"))
-    writer.results = [WriteResult.CONFLICT]
+    writer.results = [conflict("patch", "someone wrote first")]
     writer.fresh = machineset(rv="11", labels={"team": "other"})
     await ctl.reconcile(KEY)
     assert [c for c in writer.calls if c[0] in ("patch", "get")] == [("patch", "10"), ("get", "ms"), ("patch", "11")]
@@ -216,7 +250,7 @@ async def test_a_conflict_rereads_replans_and_patches_the_fresh_object(api: ApiC
 
 async def test_a_conflict_that_changed_the_boot_image_is_not_overwritten(api: ApiClient) -> None:
     ctl, writer, _ = make_controller(api, machineset(rv="10"))
-    writer.results = [WriteResult.CONFLICT]
+    writer.results = [conflict("patch", "someone wrote first")]
     writer.fresh = machineset(rv="11", provider_spec={"ami": NEW_AMI})  # someone else did it already
     await ctl.reconcile(KEY)
     assert [c[0] for c in writer.calls if c[0] == "patch"] == ["patch"]
@@ -255,7 +289,7 @@ async def test_leaving_enrollment_releases_the_claim_after_a_conflict(api: ApiCl
         owner_references=[owner_reference("holder-uid")], annotations={ANNOTATION_BOOT_IMAGE_UPDATES: "Disabled"}
     )
     ctl, writer, queued = make_controller(api, claimed)
-    writer.release_results = [WriteResult.CONFLICT]
+    writer.release_results = [conflict("release", "someone wrote first")]
     writer.fresh = {**claimed, "metadata": {**claimed["metadata"], "resourceVersion": "12"}}
     await ctl.reconcile(KEY)
     assert [c for c in writer.calls if c[0] in ("release", "get")] == [("release", "ms"), ("get", "ms"), ("release", "ms")]
@@ -267,7 +301,7 @@ async def test_leaving_enrollment_keeps_the_claim_when_the_fresh_object_is_enrol
     opted_out = copy.deepcopy(claimed)
     opted_out["metadata"]["annotations"][ANNOTATION_BOOT_IMAGE_UPDATES] = "Disabled"
     ctl, writer, _ = make_controller(api, opted_out)
-    writer.release_results = [WriteResult.CONFLICT]
+    writer.release_results = [conflict("release", "someone wrote first")]
     writer.fresh = claimed  # the annotation was removed meanwhile
     await ctl.reconcile(KEY)
     assert [c for c in writer.calls if c[0] == "release"] == [("release", "ms")]
@@ -282,15 +316,14 @@ async def test_deleting_holder_releases_every_claim_then_the_finalizer(
     async def fresh(_custom: Any) -> list[dict[str, Any]]:
         return list(live["items"])
 
-    monkeypatch.setattr(controller_module, "fresh_machines", fresh)
+    monkeypatch.setattr(assembly_module, "fresh_machines", fresh)
     ctl, writer, _ = make_controller(api, *claimed)
     fill(ctl, "holder", holder_object(deleting=True))
     real_release = writer.release
 
-    async def release(obj: Any) -> WriteResult:
-        result = await real_release(obj)
+    async def release(obj: Any) -> None:
+        await real_release(obj)
         live["items"] = [m for m in live["items"] if m["metadata"]["name"] != obj["metadata"]["name"]]
-        return result
 
     writer.release = release  # type: ignore[method-assign]
     await ctl.reconcile(CLAIMS_KEY)
@@ -305,7 +338,7 @@ async def test_a_finalizer_removed_by_hand_comes_back_while_claims_exist(
     async def fresh(_custom: Any) -> list[dict[str, Any]]:
         return [claimed]
 
-    monkeypatch.setattr(controller_module, "fresh_machines", fresh)
+    monkeypatch.setattr(assembly_module, "fresh_machines", fresh)
     ctl, writer, _ = make_controller(api, claimed)
     fill(ctl, "holder", holder_object(finalizers=()))
     await ctl.reconcile(CLAIMS_KEY)
@@ -362,7 +395,7 @@ async def test_mid_pass_counts_cover_the_whole_fleet(api: ApiClient) -> None:
     ctl, _, _ = make_controller(api, machineset("a"), machineset("b"), machineset("c"))
     await ctl.reconcile("MachineSet/openshift-machine-api/a")
     reporter = reporting.PassReporter(None, SkewLimits())
-    reporter(ctl)
+    reporter(ctl.view())
     assert reporter.summary.machinesets.total == 3 and reporter.summary.pending == 2
     assert reporter.summary.progress_message().startswith("Reconciled 1 of 3 MAPI MachineSets")
 
@@ -395,3 +428,21 @@ def test_the_cluster_operator_follows_state_changes_at_once_and_counts_only_on_l
     clock.now += 1
     assert not reporter._co_due(co(progressing=True, degraded=True))
     assert reporter._co_due(co(progressing=False))  # the end of the pass
+
+
+async def test_a_refusal_for_good_waits_for_a_change_and_a_busy_server_is_retried(api: ApiClient) -> None:
+    too_long = Invalid("patch boot image openshift-machine-api/ms", 422, "Invalid",
+                       "MachineSet.machine.openshift.io \"ms\" is invalid: metadata.annotations: Too long: "
+                       "must have at most 262144 bytes")
+    ctl, writer, _ = make_controller(api, machineset())
+    writer.results = [too_long]
+    result = await ctl.reconcile(KEY)
+    state = ctl.states[KEY]
+    assert state.permanent and not state.patched and "metadata.annotations: Too long" in (state.error or "")
+    assert result.permanent and result.error is not None  # no backoff timer: it waits for a change
+    # Conflicts that never end are someone else's writes: retried with backoff, not parked.
+    ctl, writer, _ = make_controller(api, machineset())
+    writer.results = [conflict("patch", "someone wrote first")] * 5
+    writer.fresh = machineset(rv="11")
+    result = await ctl.reconcile(KEY)
+    assert result.error is not None and not result.permanent

@@ -1,0 +1,123 @@
+"""Putting the loop together from the parts `daemon.py` builds (sample-controller's
+`NewController(clients, informers)`): the informers' store, the writers, and the hooks to the
+cloud, vCenter, the stub-Ignition check, the Event lane and the status reporter."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from ..cluster import CAPI_READS, MACHINE_READS
+from ..constants import CAPI_KINDS, CPMS_KIND, DEFAULT_DISAGREEMENT_GRACE, MACHINESET_KIND
+from ..kube.fence import WriteRefused
+from ..skew.verdict import SkewLimits
+from ..writer import MachineSetWriter
+from .claims import ClaimGate, ClaimScope, ClaimsReconciler, Holders, fresh_capi, fresh_machines
+from .delegation import Delegation, EventSink
+from .kinds import ClusterApiKind, MachineApiKind, MachineKind, SecretCheck
+from .loop import KeySink, Loop
+from .machines import CloudLookup, Collaborators, MachineReconciler
+from .notices import InvolvedObject, involved
+from .state import Outcomes
+from .status import StatusReconciler, StatusView
+from .store import CAPI_HOLDER, MAPI_HOLDER, ClusterView, InformerStore
+from .triggers import Triggers
+from .vsphere import TemplateRefresher, TemplateRefreshHook
+
+MACHINE_KINDS = (MACHINESET_KIND, CPMS_KIND, *CAPI_KINDS)
+
+
+@dataclass(frozen=True)
+class ReconcileOptions:
+    dry_run: bool = False
+    # Mid-pass progress reports (conditions recomputed from every outcome); the queue's status key
+    # reports whenever it drains.
+    progress_interval: float = 2.0
+    # Companion rules (SPEC section 3): how long an MCO-managed MachineSet may stay on another
+    # image than ours after the MCO's pass before it is a disagreement; labels that mark GitOps.
+    disagreement_grace: float = DEFAULT_DISAGREEMENT_GRACE
+    gitops_labels: tuple[str, ...] = ()
+    skew_limits: SkewLimits = field(default_factory=SkewLimits)
+
+
+@dataclass(frozen=True)
+class Writers:
+    """The Machine API's objects and holder, and the Cluster API's (`daemon.py` builds them)."""
+
+    machine_api: MachineSetWriter
+    cluster_api: MachineSetWriter
+    capi_version: str
+
+
+@dataclass(frozen=True)
+class Hooks:
+    is_leader: Callable[[], bool] = lambda: True
+    fence: Callable[[str], WriteRefused | None] = lambda what: None  # the API client's write fence
+    stub_check: SecretCheck | None = None
+    cloud: CloudLookup | None = None
+    templates: TemplateRefreshHook | None = None
+    events: EventSink | None = None
+    on_pass: Callable[[StatusView], None] | None = None
+
+
+@dataclass(frozen=True)
+class Reconcilers:
+    """The assembled loop and what the daemon (and tests) reach into: the store, the outcomes."""
+
+    store: InformerStore
+    cluster: ClusterView
+    outcomes: Outcomes
+    sink: KeySink
+    loop: Loop
+    triggers: Triggers
+    machines: MachineReconciler
+    claims: ClaimsReconciler
+    status: StatusReconciler
+    kinds: Mapping[str, MachineKind]
+
+    def bind_queue(self, add: Callable[[str], None], add_after: Callable[[str, float], None] | None = None) -> None:
+        self.sink.bind(add, add_after)
+
+
+def assemble(store: InformerStore, writers: Writers, options: ReconcileOptions, hooks: Hooks) -> Reconcilers:
+    cluster = ClusterView(store, options.gitops_labels)
+    outcomes = Outcomes(options.disagreement_grace)
+    sink = KeySink()
+
+    def may_write() -> bool:
+        return not options.dry_run and hooks.is_leader()
+
+    mapi = writers.machine_api
+    capi = writers.cluster_api
+    mapi_scope = ClaimScope(mapi, MAPI_HOLDER, lambda: fresh_machines(mapi.custom), MACHINE_READS)
+    capi_scope = ClaimScope(capi, CAPI_HOLDER, lambda: fresh_capi(capi.custom, writers.capi_version), CAPI_READS)
+    holders = Holders(store, ClaimGate())
+    machine_api_kind = MachineApiKind(mapi_scope, hooks.stub_check)
+    cluster_api_kind = ClusterApiKind(capi_scope, store, writers.capi_version, cluster.upgrade_gate)
+    kinds: dict[str, MachineKind] = {MACHINESET_KIND: machine_api_kind, CPMS_KIND: machine_api_kind,
+                                     **dict.fromkeys(CAPI_KINDS, cluster_api_kind)}
+    templates = None
+    if hooks.templates is not None:
+        templates = TemplateRefresher(hooks.templates, stub_check=hooks.stub_check, fence=hooks.fence,
+                                      is_leader=hooks.is_leader, upgrade_gate=cluster.upgrade_gate)
+    delegation = Delegation(store, cluster, outcomes, options.skew_limits, hooks.events, sink.add_after)
+    machines = MachineReconciler(kinds, Collaborators(
+        store=store, cluster=cluster, outcomes=outcomes, holders=holders, delegation=delegation, may_write=may_write,
+        enqueue=sink.add, cloud=hooks.cloud, templates=templates, events=hooks.events,
+    ))
+    claims = ClaimsReconciler(holders, (mapi_scope, capi_scope), may_write)
+    status = StatusReconciler(store, cluster, outcomes, MACHINE_KINDS, hooks.on_pass, options.progress_interval)
+    loop = Loop(store, machines.reconcile, MACHINE_KINDS, claims.reconcile, status, sink)
+    triggers = Triggers(store, cluster, outcomes, sink, loop.enqueue_all)
+    triggers.attach(store.informers)
+    return Reconcilers(store, cluster, outcomes, sink, loop, triggers, machines, claims, status, kinds)
+
+
+def event_summary_target(store: InformerStore) -> InvolvedObject | None:
+    """The object summary Events go on (events.EventLane): our claim holder, in the MachineSets'
+    namespace, where the Events RBAC allows and an admin looks; None while there is none."""
+    holder = store.one(MAPI_HOLDER)
+    return involved({"apiVersion": "v1", "kind": "ConfigMap", **holder}) if holder is not None else None
+
+
+__all__ = ["Hooks", "ReconcileOptions", "Reconcilers", "Writers", "assemble", "event_summary_target"]

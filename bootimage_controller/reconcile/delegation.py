@@ -1,0 +1,111 @@
+"""The companion rules (SPEC rule 2b) as the machine reconciler applies them: another manager's
+MachineSet is never written; an MCO-managed one is compared with our target after the MCO's pass;
+a MachineSet handed over from the MCO is claimed only after the admin hears whether the claim
+makes the MCO hold upgrades."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+import structlog
+
+from ..companion import McoPass, claim_hold_warning
+from ..constants import EVENT_CLAIM_HOLDS_UPGRADES, EVENT_TYPE_WARNING, Manager
+from ..context import PlanningContext
+from ..model import BootImageDecision
+from ..skew.policy import install_version_from_cluster_version
+from ..skew.record import BootImageRelease, ReleaseSource, machineset_boot_image, min_aleph
+from ..skew.verdict import SkewLimits
+from .keys import machine_key, split_key
+from .notices import InvolvedObject, involved
+from .state import MachineSetState, Outcomes
+from .store import ClusterView, InformerStore
+
+log = structlog.get_logger(__name__)
+
+
+class EventSink(Protocol):
+    """Where Events go (events.EventLane): posted in the background, or written and awaited."""
+
+    def post(self, involved: InvolvedObject, type: str, reason: str, message: str) -> None: ...
+
+    async def emit_now(self, involved: InvolvedObject, type: str, reason: str, message: str) -> None: ...
+
+
+class Delegation:
+    def __init__(
+        self, store: InformerStore, cluster: ClusterView, outcomes: Outcomes, skew_limits: SkewLimits,
+        events: EventSink | None, enqueue_after: Callable[[str, float], None],
+    ) -> None:
+        self.store = store
+        self.cluster = cluster
+        self.outcomes = outcomes
+        self.skew_limits = skew_limits
+        self.events = events
+        self.enqueue_after = enqueue_after
+
+    def delegated(self, key: str, decision: BootImageDecision) -> MachineSetState:
+        """Another manager's MachineSet: nothing is written. GitOps gets a proposal (an Event,
+        `notices.companion_event`); an MCO-managed one is compared with our target once the MCO says
+        its pass is done, and a disagreement that outlasts the grace is reported."""
+        if decision.manager is not Manager.MCO:
+            self.outcomes.disagreements.forget(key)
+            return MachineSetState(decision)
+        # From the watch as it is now: the parsed inputs are rebuilt on spec changes only.
+        mco_pass = McoPass.from_machine_configuration(self.store.one("machineconfiguration"))
+        found = self.outcomes.disagreements.observe(key, decision, mco_pass, time.monotonic())
+        if found is not None and not found.lasting:
+            self.enqueue_after(key, found.wait)  # looked at again when the grace is over
+        return MachineSetState(decision, disagreement=found)
+
+    def note_claim_hold(self, key: str, decision: BootImageDecision, ctx: PlanningContext) -> None:
+        """Keep why claiming this MachineSet makes the MCO hold upgrades (dropped when it does not),
+        for the Warning before the claim and our ClusterOperator's Upgradeable message after it."""
+        warnings = self.outcomes.claim_warnings
+        if not decision.taken_from_mco:
+            warnings.pop(key, None)
+            return
+        objects = self.cluster.inputs().objects
+        warning = claim_hold_warning(
+            decision, ctx.facts.managers.mco, objects.machine_configuration,
+            install_version_from_cluster_version(objects.cluster_version),
+            self._boot_images_after(key, decision), self.skew_limits,
+        )
+        if warning is None:
+            warnings.pop(key, None)
+        else:
+            warnings[key] = warning.message
+
+    def _boot_images_after(self, key: str, decision: BootImageDecision) -> list[BootImageRelease]:
+        """Every known MachineSet's boot image once this patch is written (for the Manual value)."""
+        objects = self.cluster.inputs().objects
+        aleph = min_aleph((n.get("metadata") or {}).get("annotations") or {} for n in objects.nodes)
+        install = install_version_from_cluster_version(objects.cluster_version)
+        out = []
+        if decision.target_release:
+            out.append(BootImageRelease.rhcos(decision.target_release, ReleaseSource.GOLDEN_DATA))
+        for other_key, state in self.outcomes.states.items():
+            d = state.decision
+            if other_key == key:
+                continue
+            if state.updated and d.target_release:
+                out.append(BootImageRelease.rhcos(d.target_release, ReleaseSource.MACHINESET_RECORD))
+                continue
+            cached = self.store.get(*split_key(other_key))
+            found = machineset_boot_image(((cached or {}).get("metadata") or {}).get("annotations") or {},
+                                          d.current_release, d.current_release_source, aleph, install)
+            if found is not None:
+                out.append(found)
+        return out
+
+    async def warn_before_claim(self, obj: Mapping[str, Any]) -> None:
+        """The admin hears that the MCO will hold upgrades before the claim is written, not after:
+        the Warning is written (awaited) first, and our ClusterOperator's message follows."""
+        key = machine_key(obj)
+        message = self.outcomes.claim_warnings.get(key)
+        if message is None or self.events is None:
+            return
+        log.warning("claim makes the Machine Config Operator hold upgrades", key=key, message=message)
+        await self.events.emit_now(involved(obj), EVENT_TYPE_WARNING, EVENT_CLAIM_HOLDS_UPGRADES, message)

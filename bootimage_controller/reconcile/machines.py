@@ -1,0 +1,306 @@
+"""The reconciler of machine objects: Machine API MachineSets and the ControlPlaneMachineSet,
+Cluster API MachineSets and MachineDeployments (what differs is in `kinds`).
+
+Read the object from the store, plan it (asking the cloud where rule 9 says so), act on the
+decision through its kind's writer, keep the outcome. A failed write is an outcome, never an
+exception: transient failures are retried by the queue with backoff; a permanent refusal (422
+Invalid, 403) waits for a change of the object or an input, or the slow resync.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from .. import observability as obs
+from ..claims import hot_loop_check, hot_loop_key, record_annotations
+from ..cloud.facts import CloudFacts
+from ..constants import ANNOTATION_HOT_LOOP, Action, Manager, Reason
+from ..context import PlanningContext
+from ..kube.errors import ApiError, Conflict, NotFound
+from ..kube.fence import UpgradeGateClosed, write_preconditions
+from ..kube.retry import retry_on_conflict
+from ..kube.workqueue import DONE, ReconcileResult
+from ..lookups import plan_object, plan_verified
+from ..model import BootImageDecision
+from ..planner import is_our_owner_reference
+from ..writer import now_utc
+from .claims import Holders
+from .delegation import Delegation, EventSink
+from .keys import CLAIMS_KEY, is_claimed, machine_key, resource_version, split_key, uid_of
+from .kinds import MachineKind
+from .notices import event_for, involved, says_nothing_new
+from .state import MachineSetState, Outcomes
+from .store import ClusterView, InformerStore
+from .vsphere import TemplateRefresher, tell_template_sharers
+
+log = structlog.get_logger(__name__)
+
+# Given an offline decision: the cloud's answers and the platforms they cover (None: offline).
+CloudLookup = Callable[[BootImageDecision], Awaitable[tuple[CloudFacts, frozenset[str]] | None]]
+# Decisions that say an outage, not the MachineSet: planned again on a backoff of their own (no error
+# logged, `--once` unaffected) until the cloud or vCenter answers, so an outage that ends is noticed
+# without an edit (issue 24). The resync (`run --resync-period`) is the slower net under everything.
+TRANSIENT_DECISIONS = frozenset({Reason.CLOUD_UNAVAILABLE, Reason.VCENTER_UNAVAILABLE})
+TRANSIENT_FIRST_RETRY = 5.0
+TRANSIENT_MAX_RETRY = 300.0
+
+
+@dataclass(frozen=True)
+class Collaborators:
+    """What the machine reconciler reads, asks and tells (built and handed in by `daemon.py`)."""
+
+    store: InformerStore
+    cluster: ClusterView
+    outcomes: Outcomes
+    holders: Holders
+    delegation: Delegation
+    may_write: Callable[[], bool]  # not a dry run, and the leader
+    enqueue: Callable[[str], None]
+    cloud: CloudLookup | None = None
+    templates: TemplateRefresher | None = None
+    events: EventSink | None = None
+
+
+class MachineReconciler:
+    def __init__(self, kinds: Mapping[str, MachineKind], with_: Collaborators) -> None:
+        self.kinds = kinds
+        self.c = with_
+
+    async def reconcile(self, key: str) -> ReconcileResult:
+        kind, namespace, name = split_key(key)
+        outcomes = self.c.outcomes
+        obj = self.c.store.get(kind, namespace, name)
+        if obj is None:
+            outcomes.states.pop(key, None)
+        elif resource_version(obj) != outcomes.superseded.get(key):
+            # (Equal: the cache still shows a version our own patch replaced; planning it would only
+            # send a patch doomed to fail its resourceVersion test. The watch event of our write follows.)
+            await self._reconcile_object(key, obj)
+        state = outcomes.states.get(key)
+        if state is not None and state.error is not None and (state.retried or state.permanent):
+            reason = str(state.error_reason)
+            error = state.error_text or state.error
+            return ReconcileResult.waiting(reason, error) if state.permanent else ReconcileResult.transient(reason, error)
+        return self._retry_outage(key, state)
+
+    def _retry_outage(self, key: str, state: MachineSetState | None) -> ReconcileResult:
+        """Plan again soon (5 s, doubling to 5 min) while the cloud or vCenter does not answer."""
+        d = state.decision if state is not None else None
+        outages = self.c.outcomes.outages
+        if d is None or d.reason not in TRANSIENT_DECISIONS or d.manager is not Manager.OURS:
+            outages.pop(key, None)
+            return DONE
+        tries = outages.get(key, 0)
+        outages[key] = tries + 1
+        return ReconcileResult(requeue_after=min(TRANSIENT_MAX_RETRY, TRANSIENT_FIRST_RETRY * 2**min(tries, 16)))
+
+    async def _reconcile_object(self, key: str, obj: dict[str, Any]) -> None:
+        inputs = self.c.cluster.inputs()
+        if inputs.context is None:
+            return  # the status key reports the problem; nothing is written
+        if self.c.cluster.upgrade_gate() is not None:
+            return  # upgrade in progress or state unknown: the status key says why (SPEC section 3)
+        started = time.monotonic()
+        decision = await self.plan(obj, inputs.context)
+        state = await self._act(key, obj, decision, inputs.context)
+        previous = self.c.outcomes.states.get(key)
+        self.c.outcomes.states[key] = state
+        obs.RECONCILE_DURATION.observe(time.monotonic() - started)
+        log.log(
+            logging.DEBUG if says_nothing_new(previous, state) else logging.INFO,
+            "decision", namespace=decision.namespace, name=decision.name, kind=decision.kind,
+            action=str(decision.action), reason=decision.reason, patched=state.patched,
+            template_refreshed=state.refreshed.result if state.refreshed is not None else None,
+            error=state.error, error_reason=state.error_reason,
+        )
+        self._post_events(obj, previous, state)
+
+    async def plan(self, obj: Mapping[str, Any], ctx: PlanningContext) -> BootImageDecision:
+        """Offline, then again with the cloud's answers where they can change the decision."""
+        ask = None
+        if self.c.cloud is not None:
+            cloud = self.c.cloud
+
+            async def ask_cloud(decisions: list[BootImageDecision]) -> tuple[CloudFacts, frozenset[str]] | None:
+                return await cloud(decisions[0])
+
+            ask = ask_cloud
+        decisions = await plan_verified(lambda facts: [plan_object(obj, self.c.store, ctx, facts)], ctx.facts, ask)
+        return decisions[0]
+
+    async def _act(self, key: str, obj: dict[str, Any], decision: BootImageDecision,
+                   ctx: PlanningContext) -> MachineSetState:
+        kind = self.kinds[split_key(key)[0]]
+        if decision.action is Action.SKIP and decision.reason in (Reason.NOT_ENROLLED, Reason.NOT_AUTHORITATIVE):
+            # Opting out is also how an admin ends a hot loop: forget our counts (with the claim,
+            # when it left enrollment). A pool that moved to the other API starts afresh there.
+            self.c.outcomes.hot_loops.pop(uid_of(obj), None)
+            if self.c.may_write():
+                await self.c.holders.forget_hot_loops([uid_of(obj)], kind.scope)
+                if decision.reason == Reason.NOT_ENROLLED:
+                    await self._release_if_claimed(kind, obj, ctx)
+            return MachineSetState(decision)
+        self.c.delegation.note_claim_hold(key, decision, ctx)
+        if decision.manager is not Manager.OURS:
+            return self.c.delegation.delegated(key, decision)
+        self.c.outcomes.disagreements.forget(key)
+        if not self.c.may_write():
+            return MachineSetState(decision)
+        if decision.taken_from_mco and decision.action in (Action.NOOP, Action.SKIP) and not is_claimed(obj):
+            # Handed over from the MCO: claim it now, so the MCO leaves it alone before the next
+            # golden data change rather than racing us to it (a broken object is never written).
+            await self._claim_from_mco(kind, obj)
+            return MachineSetState(decision)
+        if decision.action is not Action.PATCH:
+            return MachineSetState(decision)
+        refresh = decision.template.refresh if decision.template is not None else None
+        if refresh is not None:
+            if self.c.templates is None:
+                return MachineSetState(decision)
+            built = await self.c.templates.refresh(key, obj, decision, refresh)
+            if built.refreshed is None or not decision.changes:
+                return built  # failed, skipped, or nothing to patch (the template kept its name)
+        return await self._patch(key, kind, obj, decision, ctx)
+
+    async def _patch(self, key: str, kind: MachineKind, obj: dict[str, Any], decision: BootImageDecision,
+                     ctx: PlanningContext) -> MachineSetState:
+        """Write the decision; someone writing first makes us re-read and re-plan (never overwrite)."""
+        planned = decision
+
+        async def read() -> dict[str, Any] | None:
+            return await kind.read(obj)
+
+        async def plan(current: dict[str, Any]) -> BootImageDecision | None:
+            nonlocal planned
+            if current is not obj:
+                planned = await self.plan(current, ctx)
+            return planned if planned.action is Action.PATCH else None
+
+        async def write(current: dict[str, Any], d: BootImageDecision) -> MachineSetState:
+            return await self._patch_once(key, kind, current, d)
+
+        try:
+            state = await retry_on_conflict(read, plan, write, what=f"patch boot image {key}", current=obj)
+        except UpgradeGateClosed as exc:
+            # The ClusterVersion changed while the patch waited to be sent: nothing was written.
+            log.info("boot image patch not sent: upgrade gate closed", key=key, why=str(exc))
+            return MachineSetState(planned)
+        except Conflict:
+            return MachineSetState.failed(planned, Reason.PATCH_FAILED,
+                                          "kept conflicting with other writers; will retry on their next change")
+        except NotFound:
+            return MachineSetState(planned)  # deleted meanwhile
+        except ApiError as exc:
+            return MachineSetState.failed(planned, Reason.PATCH_FAILED, exc.describe(), permanent=exc.permanent)
+        return state if state is not None else MachineSetState(planned)
+
+    async def _patch_once(self, key: str, kind: MachineKind, obj: dict[str, Any],
+                          decision: BootImageDecision) -> MachineSetState:
+        resource = kind.resource(obj)
+        holders, scope = self.c.holders, kind.scope
+        hot = hot_loop_check(resource.annotations, decision, self.c.outcomes.hot_loops.get(resource.uid),
+                             holders.kept_hot_loop(resource.uid, scope))
+        if hot is None:
+            message = (
+                f"refusing to write the same boot image a 4th time: something keeps reverting "
+                f"{resource.display}; opt it out, fix the other writer, then remove annotation "
+                f"{ANNOTATION_HOT_LOOP} and opt it back in"
+            )
+            obs.PATCHES.labels(result="hot_loop").inc()
+            return MachineSetState.failed(decision, Reason.HOT_LOOP, message)
+        refusal = await kind.refusal(resource)
+        if refusal is not None:
+            obs.PATCHES.labels(result="blocked").inc()
+            return MachineSetState.failed(decision, refusal.reason, refusal.message)
+        if not any(is_our_owner_reference(o.api_version, o.kind, o.name) for o in resource.owner_references):
+            await self.c.delegation.warn_before_claim(obj)
+        await kind.before_write(decision)
+        async with holders.gate.claiming():
+            holder = await holders.current(scope)
+            if holder.deleting:
+                # Claims are being released: not an error. This MachineSet is patched (and claimed
+                # under a new holder) once the old holder is gone (the triggers re-queue it).
+                self.c.enqueue(CLAIMS_KEY)
+                return MachineSetState(decision)
+            if hot.count > 1:
+                # A repeat: some other writer reverted us. Count it where no writer of the
+                # MachineSet can erase it, before the patch goes (a crash between the two then
+                # over-counts by one, never under-counts).
+                await scope.writer.keep_hot_loop({hot_loop_key(resource.uid): hot.to_annotation()})
+            annotations = record_annotations(decision, hot, now_utc())
+            try:
+                with write_preconditions(self.c.cluster.upgrade_gate):
+                    await scope.writer.patch_boot_image(obj, decision, annotations, holder)
+            except Conflict:
+                obs.PATCHES.labels(result="conflict").inc()
+                raise
+            except NotFound:
+                obs.PATCHES.labels(result="gone").inc()
+                raise
+        obs.PATCHES.labels(result="applied").inc()
+        self.c.outcomes.hot_loops[resource.uid] = hot
+        self.c.outcomes.superseded[key] = resource.resource_version
+        await kind.after_write(decision)
+        return MachineSetState(decision, patched=True)
+
+    async def _claim_from_mco(self, kind: MachineKind, obj: dict[str, Any]) -> None:
+        await self.c.delegation.warn_before_claim(obj)
+        holders = self.c.holders
+        async with holders.gate.claiming():
+            holder = await holders.current(kind.scope)
+            if holder.deleting:
+                self.c.enqueue(CLAIMS_KEY)  # claimed under the next holder
+                return
+            try:
+                with write_preconditions(self.c.cluster.upgrade_gate):
+                    claimed = await kind.scope.writer.claim(obj, holder)
+            except UpgradeGateClosed as exc:
+                log.info("claim not sent: upgrade gate closed", key=machine_key(obj), why=str(exc))
+                return
+            except (Conflict, NotFound) as exc:
+                log.info("claim not written; the object changed, planned again on its watch event",
+                         key=machine_key(obj), why=exc.describe())
+                return
+        log.info("claimed a MachineSet handed over from the Machine Config Operator", key=machine_key(obj),
+                 result="applied" if claimed else "already ours")
+
+    async def _release_if_claimed(self, kind: MachineKind, obj: dict[str, Any], ctx: PlanningContext) -> None:
+        """A MachineSet left enrollment: remove our owner reference (and nothing else). On a conflict
+        release only what is still out of enrollment on a fresh read."""
+
+        async def plan(current: dict[str, Any]) -> bool | None:
+            if not is_claimed(current):
+                return None
+            if current is not obj and (await self.plan(current, ctx)).reason != Reason.NOT_ENROLLED:
+                return None
+            return True
+
+        async def write(current: dict[str, Any], _: bool) -> None:
+            await kind.scope.writer.release(current)
+            log.info("claim released", key=machine_key(current))
+            self.c.enqueue(CLAIMS_KEY)
+
+        try:
+            await retry_on_conflict(lambda: kind.read(obj), plan, write, what=f"release claim on {machine_key(obj)}",
+                                    current=obj)
+        except NotFound:
+            return
+
+    def _post_events(self, obj: dict[str, Any], previous: MachineSetState | None, state: MachineSetState) -> None:
+        """Hand this outcome's event (if it has one) to the event lane, which writes it in the
+        background: a worker does not wait for the API server to store a report."""
+        events = self.c.events
+        if events is None or not self.c.may_write():
+            return
+        event = event_for(previous, state)
+        if event is None:
+            return
+        events.post(involved(obj), *event)
+        if state.refreshed is not None and state.refreshed.result != "current":
+            tell_template_sharers(obj, state, event, self.c.outcomes, self.c.store, events)

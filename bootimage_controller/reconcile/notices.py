@@ -1,0 +1,107 @@
+"""Which Event an outcome deserves, and the object it goes on. Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..capi.planner import ROLLOUT_NOTE
+from ..companion import proposal_message
+from ..constants import (
+    ACTIONABLE_SKIPS,
+    EVENT_DISAGREEMENT,
+    EVENT_FAILED,
+    EVENT_HOT_LOOP,
+    EVENT_PROPOSED,
+    EVENT_SKIPPED,
+    EVENT_TYPE_NORMAL,
+    EVENT_TYPE_WARNING,
+    EVENT_UPDATED,
+    MACHINE_API_GROUP,
+    MACHINESET_KIND,
+    MACHINESET_VERSION,
+    Action,
+    Manager,
+    Reason,
+)
+from .state import MachineSetState
+
+Notice = tuple[str, str, str]  # (type, reason, message)
+
+
+@dataclass(frozen=True)
+class InvolvedObject:
+    kind: str
+    namespace: str
+    name: str
+    uid: str
+    api_version: str = field(default=f"{MACHINE_API_GROUP}/{MACHINESET_VERSION}")
+
+
+def involved(obj: Mapping[str, Any]) -> InvolvedObject:
+    meta = obj.get("metadata") or {}
+    return InvolvedObject(
+        kind=str(obj.get("kind", MACHINESET_KIND)),
+        namespace=str(meta.get("namespace", "")),
+        name=str(meta.get("name", "")),
+        uid=str(meta.get("uid", "")),
+        api_version=str(obj.get("apiVersion", f"{MACHINE_API_GROUP}/{MACHINESET_VERSION}")),
+    )
+
+
+def says_nothing_new(previous: MachineSetState | None, state: MachineSetState) -> bool:
+    """A decision worth only a debug line: the same outcome again (a resync, an unrelated edit),
+    or the no-op that follows our own patch (the patch's line said it all)."""
+    if previous is None or state.updated:
+        return False
+    d, p = state.decision, previous.decision
+    same = (d.action, d.reason, state.error) == (p.action, p.reason, previous.error)
+    return same or (previous.patched and d.action is Action.NOOP)
+
+
+def event_for(previous: MachineSetState | None, state: MachineSetState) -> Notice | None:
+    """(type, reason, message) of the event an outcome deserves: every patch, and a Warning when a
+    failure or an actionable skip is new (the same outcome again says nothing new)."""
+    d = state.decision
+    if state.patched:
+        message = f"boot image updated to {d.target_release or d.target}"
+        if d.capi is not None:
+            message += f" (infrastructure template {d.capi.old_name} -> {d.capi.new_name})"
+            if d.capi.rollout:
+                message += f"; a rollout follows: {ROLLOUT_NOTE}"
+        return EVENT_TYPE_NORMAL, EVENT_UPDATED, message
+    if state.refreshed is not None and state.refreshed.result != "current":
+        was = f" (was {state.refreshed.previous_release})" if state.refreshed.previous_release else ""
+        verb = "replaced" if state.refreshed.result == "replaced" else "created"
+        return EVENT_TYPE_NORMAL, EVENT_UPDATED, f"vSphere template {state.refreshed.name} {verb}: RHCOS {d.target_release}{was}"
+    if d.manager is not Manager.OURS:
+        return companion_event(previous, state)
+    if previous is not None and (previous.decision.reason, previous.error) == (d.reason, state.error):
+        return None
+    if state.error is not None:
+        if state.error_reason is Reason.HOT_LOOP:
+            return EVENT_TYPE_WARNING, EVENT_HOT_LOOP, state.error
+        return EVENT_TYPE_WARNING, EVENT_FAILED, state.error_text or state.error
+    if d.action is Action.ERROR:
+        return EVENT_TYPE_WARNING, EVENT_FAILED, d.message
+    if d.action is Action.SKIP and d.reason in ACTIONABLE_SKIPS:
+        return EVENT_TYPE_WARNING, EVENT_SKIPPED, d.message
+    return None
+
+
+def companion_event(previous: MachineSetState | None, state: MachineSetState) -> Notice | None:
+    """Another manager's MachineSet: a GitOps one gets the patch we would send, once per target; an
+    MCO one a Warning when a disagreement becomes lasting. Its skips and errors are that manager's
+    to report, not ours."""
+    d, before = state.decision, previous.decision if previous is not None else None
+    if d.manager is Manager.GITOPS and d.action is Action.PATCH:
+        if before is None or (before.manager, before.action, before.target) != (d.manager, d.action, d.target):
+            return EVENT_TYPE_NORMAL, EVENT_PROPOSED, proposal_message(d)
+        return None
+    found = state.disagreement
+    if found is not None and found.lasting:
+        was = previous.disagreement if previous is not None else None
+        if was is None or not was.lasting or (before is not None and before.target != d.target):
+            return EVENT_TYPE_WARNING, EVENT_DISAGREEMENT, found.message
+    return None

@@ -1,0 +1,175 @@
+"""The daemon's read side: informers over every object it reads, a store over them, and the
+cluster-wide inputs parsed from them.
+
+`build_informers` is called by `daemon.py` (sample-controller's informer factory): the reconcilers
+get the `InformerStore` and never build or swap a cache themselves. The store is the same
+`lookups.ObjectStore` that `plan` implements over its input files.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import structlog
+
+from ..cluster import (
+    CAPI_READS,
+    CLUSTER_READS,
+    MACHINE_READS,
+    NODE_READS,
+    TEMPLATE_READS,
+    ClusterObjects,
+    ClusterRead,
+    upgrade_blocker,
+    with_capi_version,
+)
+from ..constants import CAPI_NAMESPACE, CLAIM_HOLDER_NAME, CLAIM_HOLDER_NAMESPACE
+from ..context import PlanningContext, planning_context
+from ..errors import BootImageControllerError
+from ..kube.fence import UpgradeGateClosed
+from ..kube.informer import Informer, ListWatch
+
+log = structlog.get_logger(__name__)
+
+MAPI_HOLDER = "holder"  # the informer of the Machine API's claim holder
+CAPI_HOLDER = "holder:capi"  # the informer of the Cluster API's claim holder
+
+
+def build_informers(api: Any, capi_version: str) -> dict[str, Informer]:
+    """One informer per row of `CLUSTER_READS` (by role), and one per claim holder."""
+    reads = with_capi_version(CLUSTER_READS, capi_version)
+    # The Cluster API's reads may be refused (403) where its optional rights are not installed
+    # (manifests/components/capi): they then count as empty. No other read may: a refused read
+    # of the MCO's version or gates would otherwise be taken for "no MCO" and let us write.
+    optional = {r.role for r in (*CAPI_READS, *TEMPLATE_READS)}
+    informers = {read.role: Informer(_list_watch(api, read), absent_ok=read.group != "",
+                                     forbidden_ok=read.role in optional) for read in reads}
+    informers[MAPI_HOLDER] = Informer(ListWatch.config_maps(api, CLAIM_HOLDER_NAMESPACE, name=CLAIM_HOLDER_NAME))
+    informers[CAPI_HOLDER] = Informer(ListWatch.config_maps(api, CAPI_NAMESPACE, name=CLAIM_HOLDER_NAME),
+                                      forbidden_ok=True)
+    return informers
+
+
+def _list_watch(api: Any, read: ClusterRead) -> ListWatch:
+    """The informer's list/watch for one row of `CLUSTER_READS`."""
+    if read.kind == "ConfigMap":
+        assert read.namespace is not None
+        return ListWatch.config_maps(api, read.namespace, name=read.name)
+    if read.kind == "Node":
+        return ListWatch.nodes(api, label_selector=read.label_selector)
+    # absent_ok (above): a cluster without one of these CRDs (e.g. no ControlPlaneMachineSet) must
+    # not keep the daemon unready forever; the kind simply has no objects.
+    return ListWatch.custom_objects(
+        api, read.group, read.version, read.plural, read.namespace, name=read.name, label_selector=read.label_selector
+    )
+
+
+class InformerStore:
+    """Objects by role from the watch caches (a `lookups.ObjectStore`), and whether they are whole."""
+
+    def __init__(self, informers: Mapping[str, Informer]) -> None:
+        self.informers = informers
+
+    def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        informer = self.informers.get(kind)
+        return informer.get(f"{namespace}/{name}" if namespace else name) if informer is not None else None
+
+    def list(self, kind: str) -> Sequence[dict[str, Any]]:
+        informer = self.informers.get(kind)
+        return informer.list() if informer is not None else []
+
+    def one(self, role: str) -> dict[str, Any] | None:
+        """The single object of a read by name (the ClusterVersion, a claim holder, ...)."""
+        items = self.list(role)
+        return items[0] if items else None
+
+    async def wait_synced(self, timeout: float | None = None) -> bool:
+        results = await asyncio.gather(*(i.wait_synced(timeout) for i in self.informers.values()))
+        return all(results)
+
+    def synced(self) -> bool:
+        return all(i.has_synced.is_set() for i in self.informers.values())
+
+    def sync_errors(self) -> dict[str, str]:
+        """The last error of each informer that has not listed yet (why the caches are not synced)."""
+        return {
+            name: informer.last_error or "no answer yet"
+            for name, informer in self.informers.items()
+            if not informer.has_synced.is_set()
+        }
+
+    def access_notes(self) -> builtins.list[str]:
+        """What the daemon may not read (optional kinds answered 403), for the ClusterOperator: the
+        Cluster API's rights come in an optional part of the install (manifests/components/capi)."""
+        refused = sorted({i.source.resource for i in self.informers.values() if i.forbidden})
+        if not refused:
+            return []
+        return [f"no rights to list {', '.join(refused)}: Cluster API objects are not managed (add the "
+                "manifests/components/capi kustomize component to manage them)"]
+
+
+@dataclass
+class ClusterInputs:
+    """Parsed cluster-wide inputs, rebuilt when any of their objects change."""
+
+    context: PlanningContext | None
+    problem: str | None  # why nothing can be planned (bad golden data, bad enrollment)
+    objects: ClusterObjects
+
+
+class ClusterView:
+    """The cluster-wide inputs as the caches have them: parsed once per change (`changed()`)."""
+
+    def __init__(self, store: InformerStore, gitops_labels: tuple[str, ...] = ()) -> None:
+        self.store = store
+        self.gitops_labels = gitops_labels
+        self._inputs: ClusterInputs | None = None
+
+    def changed(self) -> None:
+        self._inputs = None
+
+    @property
+    def parsed(self) -> ClusterInputs | None:
+        """The inputs if parsed since the last change (None: not yet)."""
+        return self._inputs
+
+    def upgrade_gate(self) -> UpgradeGateClosed | None:
+        """None while boot images may be written; else why not. Read from the ClusterVersion as the
+        watch has it now (not from the inputs parsed at the last change), at plan time and again
+        when each patch is sent (a `write_preconditions` check)."""
+        blocker = upgrade_blocker(self.store.one("clusterversion"))
+        return None if blocker is None else UpgradeGateClosed(blocker)
+
+    def objects(self) -> ClusterObjects:
+        one = self.store.one
+        # Control-plane Nodes carry the master label, the control-plane label, or both.
+        nodes = {(n.get("metadata") or {}).get("name"): n for read in NODE_READS for n in self.store.list(read.role)}
+        return ClusterObjects(
+            bootimages=one("bootimages"),
+            machine_configuration=one("machineconfiguration"),
+            infrastructure=one("infrastructure"),
+            cluster_version=one("clusterversion"),
+            mco_operator=one("mco_operator"),
+            feature_gate=one("feature_gate"),
+            nodes=tuple(nodes.values()),
+        )
+
+    def inputs(self) -> ClusterInputs:
+        if self._inputs is None:
+            objects = self.objects()
+            # The MachineSets are handed to the context (platform from their providerSpec kinds when
+            # Infrastructure says none) but not kept: the inputs live until a cluster-wide change,
+            # and holding the cache's objects of the moment would keep every replaced version of
+            # every MachineSet alive after a pass (5,000 of them: +20 MiB).
+            machines = tuple(o for read in MACHINE_READS for o in self.store.list(read.role))
+            try:
+                ctx = planning_context(replace(objects, machines=machines), gitops_labels=self.gitops_labels)
+                self._inputs = ClusterInputs(ctx, None, objects)
+            except BootImageControllerError as exc:
+                log.error("cannot plan: bad cluster input", error=str(exc))
+                self._inputs = ClusterInputs(None, str(exc), objects)
+        return self._inputs

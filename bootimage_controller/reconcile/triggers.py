@@ -1,0 +1,147 @@
+"""What makes a key worth reconciling: the informers' events, mapped to keys.
+
+- A machine object added, deleted, or changed where the planner reads it (`keys.relevant_view`):
+  its own key. A Machine API pool that changes sides also re-queues its CAPI mirror.
+- An infrastructure template changed: every CAPI key (their decisions read it).
+- A cluster-wide input changed (golden data, Infrastructure, Nodes, MachineConfiguration spec,
+  the MCO's version or gates, the ClusterVersion's release or gate): the parsed inputs are dropped
+  and every key is queued.
+- The MCO reported a new pass: the MCO-managed keys (compared with our target after it).
+- A claim holder changed: `@claims`; deleted: every key (patches held back go ahead).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ..cluster import (
+    CAPI_READS,
+    MACHINE_READS,
+    NODE_READS,
+    TEMPLATE_READS,
+    provider_spec_platforms,
+    upgrade_blocker,
+)
+from ..companion import McoPass
+from ..constants import CAPI_MACHINESET, CAPI_NAMESPACE, MACHINESET_KIND, Manager
+from ..kube.informer import Informer
+from ..model import get_path
+from ..planner import authoritative_api
+from .keys import CLAIMS_KEY, STATUS_KEY, machine_key, relevant_view, resource_version, uid_of
+from .loop import KeySink
+from .state import Outcomes
+from .store import CAPI_HOLDER, MAPI_HOLDER, ClusterView, InformerStore
+
+Handler = Callable[..., None]
+
+
+class Triggers:
+    def __init__(self, store: InformerStore, cluster: ClusterView, outcomes: Outcomes, sink: KeySink,
+                 enqueue_all: Callable[[], None]) -> None:
+        self.store = store
+        self.cluster = cluster
+        self.outcomes = outcomes
+        self.sink = sink
+        self.enqueue_all = enqueue_all
+
+    def attach(self, informers: Mapping[str, Informer]) -> None:
+        def on(names: tuple[str, ...], add: Handler, update: Handler, delete: Handler) -> None:
+            for name in names:
+                informers[name].add_handler(on_add=add, on_update=update, on_delete=delete)
+
+        on(tuple(r.role for r in (*MACHINE_READS, *CAPI_READS)), self._machine_added, self._machine_updated,
+           self._machine_deleted)
+        on(tuple(r.role for r in TEMPLATE_READS), self._template_changed, self._template_updated,
+           self._template_changed)
+        on(("bootimages", "infrastructure", *(r.role for r in NODE_READS)), self.cluster_changed,
+           self._cluster_updated, self.cluster_changed)
+        on(("machineconfiguration",), self.cluster_changed, self._machineconfiguration_updated, self.cluster_changed)
+        on(("mco_operator", "feature_gate"), self.cluster_changed, self._mco_updated, self.cluster_changed)
+        on(("clusterversion",), self.cluster_changed, self._clusterversion_updated, self.cluster_changed)
+        on((MAPI_HOLDER, CAPI_HOLDER), self._holder_event, self._holder_updated, self._holder_deleted)
+
+    # ---- machine objects ------------------------------------------------------------------------
+    def _machine_added(self, obj: dict[str, Any]) -> None:
+        self._platform_evidence_changed()
+        self.sink.add(machine_key(obj))
+
+    def _machine_updated(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+        if relevant_view(old) == relevant_view(new):
+            return
+        if provider_spec_platforms([old]) != provider_spec_platforms([new]):
+            self._platform_evidence_changed()
+        self.sink.add(machine_key(new))
+        if authoritative_api(old) != authoritative_api(new) and new.get("kind") == MACHINESET_KIND:
+            # A Machine API pool changed sides: its CAPI mirror's decision changes with it.
+            self.sink.add(f"{CAPI_MACHINESET}/{CAPI_NAMESPACE}/{(new.get('metadata') or {}).get('name', '')}")
+
+    def _machine_deleted(self, obj: dict[str, Any]) -> None:
+        self._platform_evidence_changed()
+        self.outcomes.forget(machine_key(obj), uid_of(obj))
+        self.sink.add(STATUS_KEY)
+        self.sink.add(CLAIMS_KEY)
+
+    def _platform_evidence_changed(self) -> None:
+        # Without an Infrastructure platform the MachineSets' providerSpec kinds name it
+        # (`context.platform_fact`): adding, removing or re-kinding one can change it.
+        parsed = self.cluster.parsed
+        if parsed is not None and parsed.context is not None and parsed.context.platform_from_machines:
+            self.cluster_changed()
+
+    # ---- CAPI infrastructure templates --------------------------------------------------------------
+    def _template_changed(self, _obj: dict[str, Any]) -> None:
+        for read in CAPI_READS:
+            for obj in self.store.list(read.role):
+                self.sink.add(machine_key(obj))
+
+    def _template_updated(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+        if resource_version(old) != resource_version(new):
+            self._template_changed(new)
+
+    # ---- cluster-wide inputs --------------------------------------------------------------------------
+    def cluster_changed(self, *_objs: Any) -> None:
+        self.cluster.changed()
+        self.enqueue_all()
+
+    def _cluster_updated(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+        if resource_version(old) != resource_version(new):
+            self.cluster_changed()
+
+    def _machineconfiguration_updated(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+        # Our own status writes must not re-trigger a pass: only spec (and metadata) matter, and
+        # the MCO's report of its own pass, which MCO-managed MachineSets are compared after.
+        if old.get("spec") != new.get("spec"):
+            self.cluster_changed()
+        elif McoPass.from_machine_configuration(old) != McoPass.from_machine_configuration(new):
+            for key, state in list(self.outcomes.states.items()):
+                if state.decision.manager is Manager.MCO:
+                    self.sink.add(key)
+
+    def _mco_updated(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+        # The MCO's version (ClusterOperator) or its gates (FeatureGate) decide who manages what;
+        # its conditions change all the time and decide nothing here.
+        keys = (("status", "versions"), ("status", "featureGates"))
+        if any(get_path(old, k) != get_path(new, k) for k in keys):
+            self.cluster_changed()
+
+    def _clusterversion_updated(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+        # The gate itself is read live at every write (`ClusterView.upgrade_gate`); this only
+        # re-plans when the gate opens or shuts, or the release changes, not on every progress message.
+        desired = (old.get("status") or {}).get("desired") != (new.get("status") or {}).get("desired")
+        if desired or (upgrade_blocker(old) is None) != (upgrade_blocker(new) is None):
+            self.cluster_changed()
+
+    # ---- claim holders ------------------------------------------------------------------------------
+    def _holder_event(self, _obj: dict[str, Any]) -> None:
+        self.sink.add(CLAIMS_KEY)
+
+    def _holder_updated(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+        old_meta, new_meta = old.get("metadata") or {}, new.get("metadata") or {}
+        if new_meta.get("deletionTimestamp") or old_meta.get("finalizers") != new_meta.get("finalizers"):
+            self.sink.add(CLAIMS_KEY)
+
+    def _holder_deleted(self, _obj: dict[str, Any]) -> None:
+        # Patches held back while the old holder was being deleted go ahead now; the first one
+        # creates a new holder.
+        self.enqueue_all()
