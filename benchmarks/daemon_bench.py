@@ -57,12 +57,6 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from profiling import ProfileRow, load, top_functions
 from prometheus_client.parser import text_string_to_metric_families
 
-from bootimage_controller.claims import (
-    HotLoopRecord,
-    boot_image_patch,
-    record_annotations,
-    target_fingerprint,
-)
 from bootimage_controller.constants import (
     MACHINE_API_GROUP,
     MACHINESET_PLURAL,
@@ -73,9 +67,15 @@ from bootimage_controller.constants import (
     METRIC_EVENTS_PENDING,
     METRIC_PATCHES,
 )
+from bootimage_controller.core.claims import (
+    HotLoopRecord,
+    boot_image_patch,
+    record_annotations,
+    target_fingerprint,
+)
+from bootimage_controller.core.model import BootImageDecision
 from bootimage_controller.kube.client import make_api_client
 from bootimage_controller.kube.informer import Informer, ListWatch
-from bootimage_controller.model import BootImageDecision
 
 CHILD: Final = Path(__file__).resolve().parent / "daemon_child.py"
 MACHINESETS_PATH: Final = f"/apis/{MACHINE_API_GROUP}/{MACHINESET_VERSION}/namespaces/{MAPI_NAMESPACE}/{MACHINESET_PLURAL}"

@@ -20,11 +20,11 @@ for _path in (REPO, REPO / "tests"):
 
 import yaml  # noqa: E402
 
-from bootimage_controller.context import ClusterFacts  # noqa: E402
-from bootimage_controller.enrollment import Enrollment  # noqa: E402
-from bootimage_controller.golden import GoldenBootImages  # noqa: E402
-from bootimage_controller.model import BootImageDecision, get_path  # noqa: E402
-from bootimage_controller.planner import plan_machine  # noqa: E402
+from bootimage_controller.core.context import ClusterFacts  # noqa: E402
+from bootimage_controller.core.enrollment import Enrollment  # noqa: E402
+from bootimage_controller.core.golden import GoldenBootImages  # noqa: E402
+from bootimage_controller.core.model import BootImageDecision, get_path  # noqa: E402
+from bootimage_controller.core.planner import plan_machine  # noqa: E402
 
 FIXTURES: Final = REPO / "tests" / "fixtures"
 MACHINESET_FIXTURES: Final = FIXTURES / "machinesets"

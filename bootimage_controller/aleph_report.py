@@ -37,10 +37,10 @@ import structlog
 from kubernetes_asyncio.client import CoreV1Api
 
 from .constants import ANNOTATION_ALEPH_VERSION, DEFAULT_ALEPH_REPORT_INTERVAL, MERGE_PATCH
+from .core.skew.aleph import AlephInfo, read_aleph
 from .errors import AlephError
 from .kube.errors import ApiError
 from .kube.retry import CONNECTION_ERRORS, api_call, describe, retry_on_conflict
-from .skew.aleph import AlephInfo, read_aleph
 
 log = structlog.get_logger(__name__)
 

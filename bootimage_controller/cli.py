@@ -40,7 +40,7 @@ from .constants import (
 from .errors import BootImageControllerError, VersionError
 
 if TYPE_CHECKING:
-    from .model import BootImageDecision
+    from .core.model import BootImageDecision
     from .plan_inputs import PreparedPlan
 
 log = structlog.get_logger(__name__)
@@ -68,7 +68,7 @@ DEFAULT_BURST = 40
 
 def arch_arg(value: str) -> str:
     """`--control-plane-arch`: Kubernetes (`amd64`) or RPM (`x86_64`) names; returns the RPM name."""
-    from .cluster import normalise_arch
+    from .core.cluster import normalise_arch
 
     rpm = normalise_arch(value.strip().lower())
     if rpm is None:
@@ -79,7 +79,7 @@ def arch_arg(value: str) -> str:
 
 
 def ocp_limit_arg(value: str) -> str:
-    from .skew.versions import OcpVersion
+    from .core.skew.versions import OcpVersion
 
     try:
         return str(OcpVersion.parse(value, "--ocp-skew-limit"))
@@ -88,7 +88,7 @@ def ocp_limit_arg(value: str) -> str:
 
 
 def rhel_limit_arg(value: str) -> str:
-    from .skew.versions import RhelVersion
+    from .core.skew.versions import RhelVersion
 
     try:
         return str(RhelVersion.parse(value, "--rhel-skew-limit"))
@@ -457,7 +457,7 @@ def _check_usage(parser: argparse.ArgumentParser, args: argparse.Namespace) -> N
 
 def cmd_plan(args: argparse.Namespace) -> int:
     from . import plan_inputs, plan_output
-    from .skew.verdict import SkewLimits
+    from .core.skew.verdict import SkewLimits
 
     _configure_logging(None, "DEBUG" if args.verbose else "WARNING")
     if args.from_cluster:
@@ -558,10 +558,10 @@ async def _verify_rounds(
     from dataclasses import replace
 
     from . import plan_inputs
-    from .cloud.facts import CloudFacts
     from .cloud.queries import verify_decisions
-    from .context import ClusterFacts
-    from .lookups import plan_verified
+    from .core.cloud.facts import CloudFacts
+    from .core.context import ClusterFacts
+    from .core.lookups import plan_verified
 
     planned = prepared
 
@@ -585,7 +585,7 @@ async def _verify_vsphere(
     from dataclasses import replace
 
     from . import plan_inputs
-    from .cloud.facts import CloudFacts
+    from .core.cloud.facts import CloudFacts
     from .kube.errors import NotFound
     from .vsphere.checks import VSphereChecks, VSphereOptions
 
@@ -650,8 +650,8 @@ def _downgrade(args: argparse.Namespace, prepared: PreparedPlan) -> tuple[str | 
     runs: planned as given (the golden data is the target), but worth a loud line: it moves boot
     images backwards. `unknown`: why that cannot be told (no release in the golden data, no
     ClusterVersion, a version that does not parse)."""
+    from .core.skew.versions import OcpVersion
     from .errors import VersionError
-    from .skew.versions import OcpVersion
 
     if not args.bootimages:
         return None, None

@@ -26,7 +26,6 @@ from . import observability as obs
 # delay the first patch.
 from .capi.discovery import discover_capi_version
 from .cloud.checks import CloudChecks
-from .cluster import control_plane_topology
 from .cluster_proxy import ProxyEnvironment, ProxySettings
 from .constants import (
     CAPI_NAMESPACE,
@@ -37,6 +36,8 @@ from .constants import (
     INFRASTRUCTURE_PLURAL,
     SINGLE_REPLICA_TOPOLOGY,
 )
+from .core.cluster import control_plane_topology
+from .core.skew.verdict import SkewLimits
 from .events import EventLane, EventRecorder
 from .kube.client import ClientConfigError, current_namespace, make_api_client
 from .kube.fence import WriteFence
@@ -59,7 +60,6 @@ from .reconcile.assembly import Hooks, ReconcileOptions, Reconcilers, Writers, a
 from .reconcile.keys import CLAIMS_KEY
 from .reconcile.store import InformerStore, build_informers
 from .reporting import PassReporter
-from .skew.verdict import SkewLimits
 from .status_writer import StatusWriter
 from .stub_ignition import StubIgnitionChecks
 from .supervision import Supervisor

@@ -51,11 +51,11 @@ from .constants import (
     OPERATOR_GROUP,
     OPERATOR_VERSION,
 )
+from .core.model import first_names
+from .core.times import format_time
 from .kube.client import send_and_discard
 from .kube.errors import NotFound
 from .kube.retry import Sleep, api_call, describe
-from .kube.times import format_time
-from .model import first_names
 
 if TYPE_CHECKING:
     from kubernetes_asyncio.client import CoreV1Api

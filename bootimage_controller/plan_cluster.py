@@ -16,8 +16,8 @@ from typing import Any
 
 import structlog
 
-from .cluster import CLUSTER_READS, ClusterRead, with_capi_version
 from .constants import CAPI_VERSIONS, MAPI_NAMESPACE, VSPHERE_CREDENTIALS_SECRET
+from .core.cluster import CLUSTER_READS, ClusterRead, with_capi_version
 from .plan_inputs import CLOUD_SECRET_NAMES, ClusterReadError, SourcedObject
 
 log = structlog.get_logger(__name__)

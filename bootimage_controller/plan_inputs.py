@@ -24,8 +24,6 @@ from typing import Any
 import structlog
 import yaml
 
-from .cloud.facts import CloudFacts
-from .cluster import ClusterObjects
 from .constants import (
     AWS_CREDENTIALS_SECRET,
     AZURE_CREDENTIALS_SECRET,
@@ -52,13 +50,15 @@ from .constants import (
     Platform,
     Reason,
 )
-from .context import PlanningContext, planning_context
+from .core.cloud.facts import CloudFacts
+from .core.cluster import ClusterObjects
+from .core.context import PlanningContext, planning_context
+from .core.golden import GoldenBootImages
+from .core.model import BootImageDecision, get_path
+from .core.planner import plan_all
+from .core.skew.assess import assess_skew
+from .core.skew.verdict import SkewLimits, SkewVerdict
 from .errors import BootImageControllerError, InputError
-from .golden import GoldenBootImages
-from .model import BootImageDecision, get_path
-from .planner import plan_all
-from .skew.assess import assess_skew
-from .skew.verdict import SkewLimits, SkewVerdict
 
 log = structlog.get_logger(__name__)
 
@@ -546,7 +546,7 @@ def run_planner(prepared: PreparedPlan) -> list[BootImageDecision]:
 def _plan_capi(prepared: PreparedPlan, item: SourcedObject) -> BootImageDecision:
     """A Cluster API object, with the template it names and its Machine API twin from the inputs
     (`lookups`, as the daemon plans it from its caches)."""
-    from .lookups import plan_object
+    from .core.lookups import plan_object
 
     ctx = prepared.context
     return plan_object(item.obj, InputsStore(prepared.inputs), ctx, ctx.facts)

@@ -18,7 +18,6 @@ from typing import Any
 
 import yaml
 
-from .claims import change_ops
 from .constants import (
     CPMS_KIND,
     CPMS_VERSION,
@@ -28,9 +27,10 @@ from .constants import (
     Action,
     Manager,
 )
+from .core.claims import change_ops
+from .core.model import BootImageDecision
+from .core.patching import apply_changes
 from .errors import InputError
-from .model import BootImageDecision
-from .patching import apply_changes
 
 PLAN_KIND = "BootImagePlan"
 # kustomize targets of the kinds a GitOps proposal is written for.

@@ -7,8 +7,6 @@ it to the `StatusWriter`, which decides when to write it.
 
 from __future__ import annotations
 
-import math
-import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -16,7 +14,6 @@ import structlog
 
 from . import observability as obs
 from .constants import (
-    CO_PROGRESSING,
     CONDITION_DEGRADED,
     CONDITION_PROGRESSING,
     CPMS_KIND,
@@ -26,13 +23,10 @@ from .constants import (
     Reason,
     SkewMode,
 )
-from .errors import BootImageControllerError
-from .manager import MachineConfigOperator
-from .reconcile.state import MachineSetState
-from .reconcile.status import StatusView
-from .skew.assess import PassResult, assess_skew
-from .skew.verdict import SkewLimits, SkewVerdict
-from .status import (
+from .core.manager import MachineConfigOperator
+from .core.skew.assess import PassResult, assess_skew
+from .core.skew.verdict import SkewLimits, SkewVerdict
+from .core.status import (
     ClusterOperatorStatus,
     Outcome,
     PassSummary,
@@ -41,28 +35,22 @@ from .status import (
     find_condition,
     progressing_condition,
 )
+from .errors import BootImageControllerError
+from .reconcile.state import MachineSetState
+from .reconcile.status import StatusView
 from .status_writer import StatusWriter
 
 log = structlog.get_logger(__name__)
 
 
-# The ClusterOperator shows Progressing=True only for a pass longer than this, and then refreshes
-# its counts this often; the MachineConfiguration carries the live counts (SPEC section 3).
-CO_PROGRESS_INTERVAL = 10.0
-
-
 class PassReporter:
     """Recomputes conditions, skew and metrics from every MachineSet's last outcome."""
 
-    def __init__(self, writer: StatusWriter | None, limits: SkewLimits, *, clock: Any = time.monotonic) -> None:
+    def __init__(self, writer: StatusWriter | None, limits: SkewLimits) -> None:
         self.writer = writer
         self.limits = limits
         self.summary: PassSummary = PassSummary()
         self.verdict: SkewVerdict | None = None
-        self._clock = clock
-        self._co_shape: tuple[tuple[str, str, str], ...] | None = None
-        self._co_offered_at = -math.inf
-        self._progress_since: float | None = None
 
     def __call__(self, view: StatusView) -> None:
         now = datetime.now(UTC)
@@ -92,34 +80,7 @@ class PassReporter:
             notes=view.claim_warnings,
             available_notes=view.access_notes,
         )
-        if self._co_due(co):
-            self.writer.set_cluster_operator(co)
-
-    def _co_due(self, co: ClusterOperatorStatus) -> bool:
-        """Whether to hand this ClusterOperator status to the writer now.
-
-        Settled states (and a change of Available, Degraded or Upgradeable) at once; while a pass
-        progresses, nothing for its first CO_PROGRESS_INTERVAL seconds (a short pass does not flap
-        Progressing, as the cluster-version operator's monitors expect) and then the counts every
-        CO_PROGRESS_INTERVAL seconds. A long pass thus writes the MachineConfiguration about once a
-        second and the ClusterOperator rarely, not both every second.
-        """
-        now = self._clock()
-        others = tuple((c.type, c.status, c.reason) for c in co.conditions if c.type != CO_PROGRESSING)
-        progressing = co.condition(CO_PROGRESSING)
-        if progressing is None or not progressing.is_true:
-            self._progress_since = None
-        elif self._progress_since is None:
-            self._progress_since = now
-        if self._progress_since is not None:
-            if self._co_shape is None:
-                self._co_shape = others  # the first report: a baseline to tell changes from
-            changed = others != self._co_shape
-            long_pass = now - self._progress_since >= CO_PROGRESS_INTERVAL
-            if not changed and not (long_pass and now - self._co_offered_at >= CO_PROGRESS_INTERVAL):
-                return False
-        self._co_shape, self._co_offered_at = others, now
-        return True
+        self.writer.set_cluster_operator(co)  # the writer decides when (its Progressing hold-off)
 
     def _summary(self, view: StatusView) -> PassSummary:
         inputs = view.inputs

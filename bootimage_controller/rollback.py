@@ -16,8 +16,6 @@ import structlog
 from kubernetes_asyncio.client import CoreV1Api, CustomObjectsApi
 
 from .capi.discovery import discover_capi_version
-from .capi.resources import INFRA_REF_NAME_PATH, CapiObject, capi_kind_key
-from .claims import boot_image_patch
 from .constants import (
     ANNOTATION_BOOT_IMAGE_UPDATES,
     ANNOTATION_PREVIOUS,
@@ -30,10 +28,12 @@ from .constants import (
     CLAIM_HOLDER_NAMESPACE,
     MACHINESET_KIND,
 )
+from .core.capi.resources import INFRA_REF_NAME_PATH, CapiObject, capi_kind_key
+from .core.claims import boot_image_patch
+from .core.model import FieldChange, JsonPath, MachineResource, dotted, get_path
+from .core.times import format_time
 from .errors import InputError
 from .kube.errors import ApiError, Conflict, NotFound
-from .kube.times import format_time
-from .model import FieldChange, JsonPath, MachineResource, dotted, get_path
 from .writer import MachineSetWriter
 
 log = structlog.get_logger(__name__)

@@ -20,6 +20,7 @@ import structlog
 
 from .constants import (
     CLUSTEROPERATOR_PLURAL,
+    CO_PROGRESSING,
     CONFIG_GROUP,
     CONFIG_VERSION,
     DEFAULT_CLUSTER_OPERATOR,
@@ -29,14 +30,9 @@ from .constants import (
     OPERATOR_GROUP,
     OPERATOR_VERSION,
 )
+from .core.status import ClusterOperatorStatus, Condition, find_condition, merge_conditions
 from .kube.errors import ApiError, Conflict, NotFound, conflict
 from .kube.retry import Backoff, Sleep, api_call, describe, retry_on_conflict
-from .status import (
-    ClusterOperatorStatus,
-    Condition,
-    find_condition,
-    merge_conditions,
-)
 
 if TYPE_CHECKING:
     from kubernetes_asyncio.client import CustomObjectsApi
@@ -252,8 +248,53 @@ def merge_patch_diff(old: Any, new: Any) -> Any:
     return _SAME if old == new else new
 
 
+# The ClusterOperator shows Progressing=True only for a pass longer than this, and then refreshes
+# its counts this often; the MachineConfiguration carries the live counts (SPEC section 3).
+CO_PROGRESS_INTERVAL = 10.0
+
+
+class ProgressHoldOff:
+    """Whether a ClusterOperator status offered now is worth writing.
+
+    Settled states (and a change of Available, Degraded or Upgradeable) at once; while a pass
+    progresses, nothing for its first CO_PROGRESS_INTERVAL seconds (a short pass does not flap
+    Progressing, as the cluster-version operator's monitors expect) and then the counts every
+    CO_PROGRESS_INTERVAL seconds. A long pass thus writes the MachineConfiguration about once a
+    second and the ClusterOperator rarely, not both every second.
+    """
+
+    def __init__(self, clock: Clock = time.monotonic, interval: float = CO_PROGRESS_INTERVAL) -> None:
+        self._clock = clock
+        self.interval = interval
+        self._shape: tuple[tuple[str, str, str], ...] | None = None
+        self._offered_at = -math.inf
+        self._progress_since: float | None = None
+
+    def due(self, co: ClusterOperatorStatus) -> bool:
+        now = self._clock()
+        others = tuple((c.type, c.status, c.reason) for c in co.conditions if c.type != CO_PROGRESSING)
+        progressing = co.condition(CO_PROGRESSING)
+        if progressing is None or not progressing.is_true:
+            self._progress_since = None
+        elif self._progress_since is None:
+            self._progress_since = now
+        if self._progress_since is not None:
+            if self._shape is None:
+                self._shape = others  # the first report: a baseline to tell changes from
+            changed = others != self._shape
+            long_pass = now - self._progress_since >= self.interval
+            if not changed and not (long_pass and now - self._offered_at >= self.interval):
+                return False
+        self._shape, self._offered_at = others, now
+        return True
+
+
 class StatusWriter:
     """Writes the MachineConfiguration `cluster` status and our ClusterOperator, batched.
+
+    All the timing of status writes is here: at most one write per object per `min_interval`,
+    offers merged while one waits (the newest wins), nothing sent when nothing changed, and the
+    ClusterOperator's Progressing hold-off (`ProgressHoldOff`).
 
     Call `set_machineconfiguration` / `set_cluster_operator` (plain methods, they never block)
     as often as convenient, from inside the event loop; `flush()` (or `aclose()`) on shutdown.
@@ -284,6 +325,7 @@ class StatusWriter:
             clock=clock,
             sleep=sleep,
         )
+        self._co_hold = ProgressHoldOff(clock)
         self._co = _Channel[ClusterOperatorStatus](
             f"clusteroperator/{cluster_operator}",
             self._write_cluster_operator,
@@ -308,7 +350,8 @@ class StatusWriter:
     def set_cluster_operator(self, status: ClusterOperatorStatus) -> None:
         if not self.cluster_operator:
             return  # --cluster-operator "" disables it
-        self._co.offer(status, _co_key(status))
+        if self._co_hold.due(status):
+            self._co.offer(status, _co_key(status))
 
     def observe_machineconfiguration(self, obj: Mapping[str, Any]) -> None:
         """Optional: feed watch events so a status someone else rewrote is written back.

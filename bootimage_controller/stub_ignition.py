@@ -29,12 +29,12 @@ from .constants import (
     USER_DATA_SECRET_KEY,
     Reason,
 )
+from .core.ignition import StubConversion, convert_stub_ignition
+from .core.model import MachineResource, Refusal
+from .core.times import format_time
 from .errors import UserDataError
-from .ignition import StubConversion, convert_stub_ignition
 from .kube.errors import Conflict, NotFound
 from .kube.retry import REQUEST_FAILURES, api_call, describe, retry_on_conflict
-from .kube.times import format_time
-from .model import MachineResource, Refusal
 
 log = structlog.get_logger(__name__)
 

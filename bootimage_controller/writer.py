@@ -22,7 +22,6 @@ from typing import Any
 import structlog
 from kubernetes_asyncio.client import CoreV1Api, CustomObjectsApi
 
-from .claims import JsonPatch, boot_image_patch, release_patch
 from .constants import (
     CAPI_GROUP,
     CAPI_KINDS,
@@ -41,10 +40,11 @@ from .constants import (
     MACHINESET_VERSION,
     MERGE_PATCH,
 )
+from .core.claims import JsonPatch, boot_image_patch, release_patch
+from .core.model import BootImageDecision
 from .kube.client import send_and_discard
 from .kube.errors import ApiError, Conflict, NotFound, conflict
 from .kube.retry import api_call
-from .model import BootImageDecision
 
 log = structlog.get_logger(__name__)
 

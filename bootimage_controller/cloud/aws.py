@@ -36,10 +36,10 @@ from botocore.exceptions import ClientError
 from botocore.utils import FileWebIdentityTokenLoader
 
 from ..constants import AWS_MARKETPLACE_OWNER, Platform
+from ..core.cloud.facts import CloudImage, ImageKey, MarketplaceCandidates
+from ..core.cloud.marketplace import marketplace_product_id
+from ..core.cloud.releases import release_in_text
 from .credentials import AwsAuthMode, AwsCredentials
-from .facts import CloudImage, ImageKey, MarketplaceCandidates
-from .marketplace import marketplace_product_id
-from .releases import release_in_text
 
 ROLE_SESSION_NAME = "bootimage-controller"
 MARKETPLACE_OWNER_ALIAS = "aws-marketplace"

@@ -22,11 +22,11 @@ from typing import Any
 from azure.core.exceptions import ResourceNotFoundError
 
 from ..constants import Platform
+from ..core.cloud.facts import CloudImage, ImageKey
+from ..core.skew.versions import parse_rhcos_version
 from ..errors import InputError, VersionError
-from ..skew.versions import parse_rhcos_version
 from .clients import RebuildableClient
 from .credentials import AzureCredentials
-from .facts import CloudImage, ImageKey
 
 AZURE_ENDPOINT_ENV = "BOOTIMAGE_AZURE_ENDPOINT"
 # Marketplace images the publisher has retired can no longer boot new VMs.

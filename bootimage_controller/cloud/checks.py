@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import structlog
 from kubernetes_asyncio.client import CoreV1Api
@@ -16,16 +16,23 @@ from ..constants import (
     MAPI_NAMESPACE,
     Platform,
 )
+from ..core.cloud.facts import CloudFacts
 from ..kube.errors import ApiError, Forbidden, NotFound, ServerError, TooManyRequests
 from ..kube.retry import REQUEST_FAILURES, api_call, describe
 from .queries import image_queries, verify_decisions
 from .refresh import AtMostEvery
 from .verifier import CloudVerifier
 
-if TYPE_CHECKING:
-    from ..vsphere.checks import VSphereChecks
-
 log = structlog.get_logger(__name__)
+
+
+class TemplateLookups(Protocol):
+    """vCenter's answers for vSphere MachineSets (vsphere.checks.VSphereChecks): a protocol, so the
+    cloud package does not depend on the vSphere one, which reads its credentials through this one."""
+
+    async def lookup(self, work: Any, target_release: str | None = None) -> CloudFacts: ...
+
+    def close(self) -> None: ...
 
 
 class CloudChecks:
@@ -37,7 +44,7 @@ class CloudChecks:
     """
 
     def __init__(
-        self, core: CoreV1Api, gcp_endpoint: str | None, azure_endpoint: str | None, vsphere: VSphereChecks | None = None
+        self, core: CoreV1Api, gcp_endpoint: str | None, azure_endpoint: str | None, vsphere: TemplateLookups | None = None
     ) -> None:
         self.core: Any = core
         self.vsphere = vsphere

@@ -23,11 +23,11 @@ from google.api_core.client_options import ClientOptions
 from google.api_core.retry import Retry, if_exception_type
 
 from ..constants import Platform
+from ..core.cloud.facts import CloudImage, ImageKey
+from ..core.cloud.releases import release_in_text
 from ..errors import InputError
 from .clients import RebuildableClient
 from .credentials import GcpCredentials
-from .facts import CloudImage, ImageKey
-from .releases import release_in_text
 
 GCP_ENDPOINT_ENV = "BOOTIMAGE_GCP_ENDPOINT"
 COMPUTE_READONLY_SCOPE = "https://www.googleapis.com/auth/compute.readonly"

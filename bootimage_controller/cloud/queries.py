@@ -6,8 +6,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..constants import AWS_MARKETPLACE_OWNER, Platform
-from ..model import BootImageDecision
-from .facts import CloudFacts, ImageKey
+from ..core.cloud.facts import CloudFacts, ImageKey
+from ..core.model import BootImageDecision
 
 
 def image_queries(decisions: Iterable[BootImageDecision]) -> list[ImageKey]:
@@ -47,7 +47,7 @@ def _image_ref(platform: str, value: Any) -> str | None:
 
 def marketplace_queries(facts: CloudFacts) -> list[tuple[str, str]]:
     """(region, product id) for every current AMI EC2 says is an AWS Marketplace AMI."""
-    from .marketplace import marketplace_product_id  # boto3 loads only when asked
+    from ..core.cloud.marketplace import marketplace_product_id  # boto3 loads only when asked
 
     out = []
     for key, image in facts.images.items():

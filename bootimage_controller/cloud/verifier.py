@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 import structlog
 
 from ..constants import MAPI_NAMESPACE, Platform
+from ..core.cloud.facts import CloudFacts, CloudImage, ImageKey, MarketplaceCandidates
 from ..errors import InputError
 from .cache import Clock, TtlCache
 from .credentials import (
@@ -43,7 +44,6 @@ from .credentials import (
     parse_credentials,
     platform_of,
 )
-from .facts import CloudFacts, CloudImage, ImageKey, MarketplaceCandidates
 
 if TYPE_CHECKING:
     from . import aws as aws_mod

@@ -48,10 +48,10 @@ from kubernetes_asyncio.client import CoordinationV1Api
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from ..constants import LEASE_NAME
+from ..core.times import format_micro_time
 from .client import read_json
 from .fence import NotLeader
 from .retry import describe
-from .times import format_micro_time
 
 log = structlog.get_logger(__name__)
 

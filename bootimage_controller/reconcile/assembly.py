@@ -7,10 +7,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from ..cluster import CAPI_READS, MACHINE_READS
 from ..constants import CAPI_KINDS, CPMS_KIND, DEFAULT_DISAGREEMENT_GRACE, MACHINESET_KIND
+from ..core.cluster import CAPI_READS, MACHINE_READS
+from ..core.skew.verdict import SkewLimits
 from ..kube.fence import WriteRefused
-from ..skew.verdict import SkewLimits
 from ..writer import MachineSetWriter
 from .claims import ClaimGate, ClaimScope, ClaimsReconciler, Holders, fresh_capi, fresh_machines
 from .delegation import Delegation, EventSink

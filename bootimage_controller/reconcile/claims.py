@@ -18,8 +18,6 @@ from typing import Any
 
 import structlog
 
-from ..claims import HotLoopRecord, hot_loop_key
-from ..cluster import ClusterRead
 from ..constants import (
     CAPI_GROUP,
     CAPI_KINDS,
@@ -34,6 +32,8 @@ from ..constants import (
     MACHINESET_VERSION,
     MAPI_NAMESPACE,
 )
+from ..core.claims import HotLoopRecord, hot_loop_key
+from ..core.cluster import ClusterRead
 from ..kube.errors import Conflict, NotFound
 from ..kube.retry import api_call
 from ..kube.workqueue import DONE, ReconcileResult

@@ -11,13 +11,13 @@ from typing import Any, Protocol
 
 import structlog
 
-from ..companion import McoPass, claim_hold_warning
 from ..constants import EVENT_CLAIM_HOLDS_UPGRADES, EVENT_TYPE_WARNING, Manager
-from ..context import PlanningContext
-from ..model import BootImageDecision
-from ..skew.policy import install_version_from_cluster_version
-from ..skew.record import BootImageRelease, ReleaseSource, machineset_boot_image, min_aleph
-from ..skew.verdict import SkewLimits
+from ..core.companion import McoPass, claim_hold_warning
+from ..core.context import PlanningContext
+from ..core.model import BootImageDecision
+from ..core.skew.policy import install_version_from_cluster_version
+from ..core.skew.record import BootImageRelease, ReleaseSource, machineset_boot_image, min_aleph
+from ..core.skew.verdict import SkewLimits
 from .keys import machine_key, split_key
 from .notices import InvolvedObject, involved
 from .state import MachineSetState, Outcomes

@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..capi.resources import capi_kind_key
-from ..claims import is_our_reference
 from ..constants import CPMS_KIND, MACHINESET_KIND
-from ..planner import authoritative_api
+from ..core.capi.resources import capi_kind_key
+from ..core.claims import is_our_reference
+from ..core.planner import authoritative_api
 
 STATUS_KEY = "@status"
 CLAIMS_KEY = "@claims"

@@ -17,12 +17,12 @@ from typing import Any, Protocol
 
 import structlog
 
-from ..capi.resources import INFRA_REF_PATH, CapiObject, capi_kind_key
-from ..capi.work import CapiWork
 from ..constants import ANNOTATION_REPLACES, MACHINESET_KIND
+from ..core.capi.resources import INFRA_REF_PATH, CapiObject, capi_kind_key
+from ..core.capi.work import CapiWork
+from ..core.model import BootImageDecision, MachineResource, Refusal, get_path
 from ..kube.errors import ApiError
 from ..kube.fence import UpgradeGateClosed, write_preconditions
-from ..model import BootImageDecision, MachineResource, Refusal, get_path
 from .claims import ClaimScope, fresh_capi
 from .keys import split_key
 from .store import InformerStore

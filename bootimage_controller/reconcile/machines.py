@@ -18,17 +18,17 @@ from typing import Any
 import structlog
 
 from .. import observability as obs
-from ..claims import hot_loop_check, hot_loop_key, record_annotations
-from ..cloud.facts import CloudFacts
 from ..constants import ANNOTATION_HOT_LOOP, Action, Manager, Reason
-from ..context import PlanningContext
+from ..core.claims import hot_loop_check, hot_loop_key, record_annotations
+from ..core.cloud.facts import CloudFacts
+from ..core.context import PlanningContext
+from ..core.lookups import plan_object, plan_verified
+from ..core.model import BootImageDecision
+from ..core.planner import is_our_owner_reference
 from ..kube.errors import ApiError, Conflict, NotFound
 from ..kube.fence import UpgradeGateClosed, write_preconditions
 from ..kube.retry import retry_on_conflict
 from ..kube.workqueue import DONE, ReconcileResult
-from ..lookups import plan_object, plan_verified
-from ..model import BootImageDecision
-from ..planner import is_our_owner_reference
 from ..writer import now_utc
 from .claims import Holders
 from .delegation import Delegation, EventSink

@@ -6,8 +6,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..capi.planner import ROLLOUT_NOTE
-from ..companion import proposal_message
 from ..constants import (
     ACTIONABLE_SKIPS,
     EVENT_DISAGREEMENT,
@@ -25,6 +23,8 @@ from ..constants import (
     Manager,
     Reason,
 )
+from ..core.capi.planner import ROLLOUT_NOTE
+from ..core.companion import proposal_message
 from .state import MachineSetState
 
 Notice = tuple[str, str, str]  # (type, reason, message)

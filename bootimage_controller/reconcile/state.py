@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..claims import HotLoopRecord
-from ..companion import Disagreement, DisagreementClock
 from ..constants import DEFAULT_DISAGREEMENT_GRACE, Reason
-from ..model import BootImageDecision
+from ..core.claims import HotLoopRecord
+from ..core.companion import Disagreement, DisagreementClock
+from ..core.model import BootImageDecision
 from ..vsphere.refresh import RefreshOutcome
 
 # Failures retried with backoff when the API server's answer allows it (the others wait for the

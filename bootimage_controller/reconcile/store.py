@@ -16,7 +16,8 @@ from typing import Any
 
 import structlog
 
-from ..cluster import (
+from ..constants import CAPI_NAMESPACE, CLAIM_HOLDER_NAME, CLAIM_HOLDER_NAMESPACE
+from ..core.cluster import (
     CAPI_READS,
     CLUSTER_READS,
     MACHINE_READS,
@@ -27,8 +28,7 @@ from ..cluster import (
     upgrade_blocker,
     with_capi_version,
 )
-from ..constants import CAPI_NAMESPACE, CLAIM_HOLDER_NAME, CLAIM_HOLDER_NAMESPACE
-from ..context import PlanningContext, planning_context
+from ..core.context import PlanningContext, planning_context
 from ..errors import BootImageControllerError
 from ..kube.fence import UpgradeGateClosed
 from ..kube.informer import Informer, ListWatch

@@ -15,7 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..cluster import (
+from ..constants import CAPI_MACHINESET, CAPI_NAMESPACE, MACHINESET_KIND, Manager
+from ..core.cluster import (
     CAPI_READS,
     MACHINE_READS,
     NODE_READS,
@@ -23,11 +24,10 @@ from ..cluster import (
     provider_spec_platforms,
     upgrade_blocker,
 )
-from ..companion import McoPass
-from ..constants import CAPI_MACHINESET, CAPI_NAMESPACE, MACHINESET_KIND, Manager
+from ..core.companion import McoPass
+from ..core.model import get_path
+from ..core.planner import authoritative_api
 from ..kube.informer import Informer
-from ..model import get_path
-from ..planner import authoritative_api
 from .keys import CLAIMS_KEY, STATUS_KEY, machine_key, relevant_view, resource_version, uid_of
 from .loop import KeySink
 from .state import Outcomes

@@ -15,12 +15,12 @@ from typing import Any
 import structlog
 
 from ..constants import Action, Reason
+from ..core.model import BootImageDecision, MachineResource
+from ..core.skew.record import ReleaseSource
+from ..core.vsphere.topology import TemplateRefresh
 from ..kube.fence import NotLeader, UpgradeGateClosed, WriteRefused
-from ..model import BootImageDecision, MachineResource
-from ..skew.record import ReleaseSource
 from ..vsphere.ova import OvaError
 from ..vsphere.refresh import Guard, RefreshOutcome
-from ..vsphere.topology import TemplateRefresh
 from ..vsphere.vcenter import VCenterError
 from .delegation import EventSink
 from .keys import machine_key, split_key

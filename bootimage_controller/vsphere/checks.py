@@ -26,14 +26,14 @@ import structlog
 
 from .. import observability as obs
 from ..cloud.credentials import CredentialsError, VSphereCredentials, parse_vsphere_credentials
-from ..cloud.facts import CloudFacts, TemplateKey, TemplateVm
 from ..cloud.refresh import AtMostEvery
 from ..constants import DEFAULT_OVA_CACHE_DIR, MAPI_NAMESPACE, VSPHERE_CREDENTIALS_SECRET
+from ..core.cloud.facts import CloudFacts, TemplateKey, TemplateVm
+from ..core.vsphere.topology import TemplateRefresh, TemplateWork
 from ..kube.errors import ApiError, NotFound, ServerError, TooManyRequests
 from ..kube.retry import api_call
 from .ova import DEFAULT_MAX_BYTES, OvaCache
 from .refresh import Guard, RefreshOutcome, TemplateRefresher, VCenterClient
-from .topology import TemplateRefresh, TemplateWork
 from .vcenter import VCenterError, VCenterLogin, VCenterSession
 
 log = structlog.get_logger(__name__)

@@ -29,8 +29,8 @@ import structlog
 
 from .. import observability as obs
 from ..constants import Reason
-from ..golden import SHA256_HEX
-from .topology import OvaSource
+from ..core.golden import SHA256_HEX
+from ..core.vsphere.topology import OvaSource
 
 log = structlog.get_logger(__name__)
 

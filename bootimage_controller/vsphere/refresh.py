@@ -37,9 +37,9 @@ from typing import Any, Literal
 import structlog
 
 from .. import observability as obs
-from ..cloud.facts import TemplateVm
+from ..core.cloud.facts import TemplateVm
+from ..core.vsphere.topology import TemplateRefresh, leftover_names
 from .ova import OvaCache, read_ovf
-from .topology import TemplateRefresh, leftover_names
 from .vcenter import VCenterError, VCenterSession
 
 log = structlog.get_logger(__name__)

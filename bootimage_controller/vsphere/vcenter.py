@@ -25,10 +25,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from ..cloud.facts import TemplateVm
 from ..constants import ANNOTATION_RELEASE
+from ..core.cloud.facts import TemplateVm
+from ..core.vsphere.topology import TemplatePlacement, clean_path
 from .ova import OvfInfo
-from .topology import TemplatePlacement, clean_path
 
 RECORD_PREFIX = f"{ANNOTATION_RELEASE}="
 TASK_POLL = 0.2

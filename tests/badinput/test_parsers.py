@@ -8,16 +8,16 @@ from typing import Any
 
 import pytest
 
-from bootimage_controller.claims import HotLoopRecord, hot_loop_check
 from bootimage_controller.constants import ANNOTATION_HOT_LOOP, HOT_LOOP_LIMIT
-from bootimage_controller.context import ClusterFacts
-from bootimage_controller.enrollment import Enrollment, LabelSelector
+from bootimage_controller.core.claims import HotLoopRecord, hot_loop_check
+from bootimage_controller.core.context import ClusterFacts
+from bootimage_controller.core.enrollment import Enrollment, LabelSelector
+from bootimage_controller.core.golden import GoldenBootImages
+from bootimage_controller.core.model import BootImageDecision, MachineResource
+from bootimage_controller.core.planner import plan_machine
+from bootimage_controller.core.skew.aleph import parse_aleph
+from bootimage_controller.core.skew.versions import OcpVersion, RhelVersion, parse_rhcos_version
 from bootimage_controller.errors import AlephError, GoldenDataError, InputError, SelectorError, VersionError
-from bootimage_controller.golden import GoldenBootImages
-from bootimage_controller.model import BootImageDecision, MachineResource
-from bootimage_controller.planner import plan_machine
-from bootimage_controller.skew.aleph import parse_aleph
-from bootimage_controller.skew.versions import OcpVersion, RhelVersion, parse_rhcos_version
 
 from .corpus import (
     ALEPH_CASES,

@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 
 from bootimage_controller.constants import Action, Reason
-from bootimage_controller.context import ClusterFacts
-from bootimage_controller.enrollment import Enrollment
-from bootimage_controller.golden import GoldenBootImages
-from bootimage_controller.model import BootImageDecision
-from bootimage_controller.planner import plan_all, plan_machine
+from bootimage_controller.core.context import ClusterFacts
+from bootimage_controller.core.enrollment import Enrollment
+from bootimage_controller.core.golden import GoldenBootImages
+from bootimage_controller.core.model import BootImageDecision
+from bootimage_controller.core.planner import plan_all, plan_machine
 
 from .corpus import (
     AWS,

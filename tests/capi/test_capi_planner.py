@@ -7,12 +7,12 @@ from typing import Any
 import pytest
 from planner.support import golden, machineset, plan
 
-from bootimage_controller.capi.planner import plan_capi
-from bootimage_controller.capi.resources import new_template_name
 from bootimage_controller.constants import CAPI_MACHINEDEPLOYMENT, CAPI_MACHINESET, Action, Reason
-from bootimage_controller.context import ClusterFacts
-from bootimage_controller.enrollment import Enrollment
-from bootimage_controller.model import FieldChange
+from bootimage_controller.core.capi.planner import plan_capi
+from bootimage_controller.core.capi.resources import new_template_name
+from bootimage_controller.core.context import ClusterFacts
+from bootimage_controller.core.enrollment import Enrollment
+from bootimage_controller.core.model import FieldChange
 
 from .objects import capi_object, cluster_owner, managers, template
 
@@ -149,7 +149,7 @@ def test_a_missing_or_unknown_template() -> None:
 
 
 def test_skew_judges_the_pool_once_whichever_side_is_authoritative() -> None:
-    from bootimage_controller.skew.assess import _evidence, _judged
+    from bootimage_controller.core.skew.assess import _evidence, _judged
 
     mapi = machineset("aws-x86_64-us-east-1a-4.16.yaml")
     mapi["status"] = {"authoritativeAPI": "ClusterAPI"}

@@ -112,8 +112,8 @@ def test_credentials_secret_among_the_inputs(run: Run, tmp_path: Path, ec2: Any,
 def test_marketplace_amis_get_a_second_round(run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """EC2 names a current AMI as a Marketplace AMI: its product's listing is asked for, then used."""
     from bootimage_controller.cloud import verifier as verifier_mod
-    from bootimage_controller.cloud.facts import CloudFacts, CloudImage, ImageKey, MarketplaceCandidates
     from bootimage_controller.constants import Platform
+    from bootimage_controller.core.cloud.facts import CloudFacts, CloudImage, ImageKey, MarketplaceCandidates
 
     product = "59ead7de-2540-4653-a8b0-fa7926d5c845"
     current, successor = "ami-0aaa000000000940a", "ami-0aaa000000000980a"

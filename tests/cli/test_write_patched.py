@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from bootimage_controller.constants import Action
-from bootimage_controller.model import FieldChange
-from bootimage_controller.patching import PatchConflictError, apply_changes, changed_paths
+from bootimage_controller.core.model import FieldChange
+from bootimage_controller.core.patching import PatchConflictError, apply_changes, changed_paths
 
 from .conftest import (
     EXAMPLE,

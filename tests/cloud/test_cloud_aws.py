@@ -10,10 +10,10 @@ import pytest
 
 from bootimage_controller.cloud.aws import AwsImages, AwsOptions
 from bootimage_controller.cloud.credentials import AwsAuthMode, AwsCredentials, parse_aws_credentials
-from bootimage_controller.cloud.facts import ImageKey
-from bootimage_controller.cloud.marketplace import marketplace_product_id, pick_marketplace_image
 from bootimage_controller.cloud.verifier import CloudVerifier, VerifierSettings
 from bootimage_controller.constants import AWS_MARKETPLACE_OWNER, AWS_RED_HAT_OWNER
+from bootimage_controller.core.cloud.facts import ImageKey
+from bootimage_controller.core.cloud.marketplace import marketplace_product_id, pick_marketplace_image
 
 from .amis import CUSTOM_AMI, CUSTOM_OWNER, MARKETPLACE_AMIS, OCP_X86_PRODUCT, OKE_X86_PRODUCT, STREAM_DIR
 from .conftest import FAST, moto_reset, secret

@@ -23,8 +23,8 @@ from bootimage_controller.cloud.azure import (
     parse_urn,
 )
 from bootimage_controller.cloud.credentials import AzureCredentials, parse_azure_credentials
-from bootimage_controller.cloud.facts import ImageKey
 from bootimage_controller.cloud.verifier import CloudVerifier
+from bootimage_controller.core.cloud.facts import ImageKey
 from bootimage_controller.errors import InputError
 
 from .amis import STREAM_DIR

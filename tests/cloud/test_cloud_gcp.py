@@ -10,9 +10,9 @@ from cryptography.hazmat.primitives import serialization
 from google.auth import jwt as google_jwt
 
 from bootimage_controller.cloud.credentials import GcpCredentials
-from bootimage_controller.cloud.facts import ImageKey
 from bootimage_controller.cloud.gcp import GCP_ENDPOINT_ENV, GcpImages, parse_image_path
 from bootimage_controller.cloud.verifier import CloudVerifier
+from bootimage_controller.core.cloud.facts import ImageKey
 from bootimage_controller.errors import InputError
 
 from .amis import STREAM_DIR

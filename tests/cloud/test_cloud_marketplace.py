@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from bootimage_controller.cloud.facts import CloudImage, ImageKey, MarketplaceCandidates
-from bootimage_controller.cloud.marketplace import (
+from bootimage_controller.core.cloud.facts import CloudImage, ImageKey, MarketplaceCandidates
+from bootimage_controller.core.cloud.marketplace import (
     marketplace_product_id,
     pick_marketplace_image,
     version_token,
 )
-from bootimage_controller.cloud.releases import release_in_text
+from bootimage_controller.core.cloud.releases import release_in_text
 
 OCP = "59ead7de-2540-4653-a8b0-fa7926d5c845"
 

@@ -20,8 +20,8 @@ from bootimage_controller.cloud.credentials import (
     parse_azure_credentials,
     parse_gcp_credentials,
 )
-from bootimage_controller.cloud.facts import CloudFacts, ImageKey
 from bootimage_controller.cloud.verifier import _CHATTY_SDK_LOGGERS, _NOISY_AT_INFO, CloudVerifier
+from bootimage_controller.core.cloud.facts import CloudFacts, ImageKey
 
 from .amis import CUSTOM_AMI, OCP_X86_PRODUCT
 from .conftest import (

@@ -16,9 +16,9 @@ import structlog
 
 from bootimage_controller.cloud.azure import AzureOptions, image_urn
 from bootimage_controller.cloud.credentials import AzureCredentials, CredentialsError
-from bootimage_controller.cloud.facts import ImageKey
 from bootimage_controller.cloud.verifier import CloudVerifier
 from bootimage_controller.constants import Platform
+from bootimage_controller.core.cloud.facts import ImageKey
 from bootimage_controller.observability import configure_logging
 
 from .conftest import FAST, TEST_FACTORIES, secret

@@ -10,14 +10,6 @@ from typing import Any
 import pytest
 from harness.objects import machineset_from_fixture
 
-from bootimage_controller.claims import (
-    HotLoopRecord,
-    boot_image_patch,
-    hot_loop_check,
-    owner_reference,
-    record_annotations,
-    release_patch,
-)
 from bootimage_controller.constants import (
     ANNOTATION_HOT_LOOP,
     ANNOTATION_PREVIOUS,
@@ -29,7 +21,15 @@ from bootimage_controller.constants import (
     Action,
     Reason,
 )
-from bootimage_controller.model import BootImageDecision, FieldChange
+from bootimage_controller.core.claims import (
+    HotLoopRecord,
+    boot_image_patch,
+    hot_loop_check,
+    owner_reference,
+    record_annotations,
+    release_patch,
+)
+from bootimage_controller.core.model import BootImageDecision, FieldChange
 
 AMI = ("spec", "template", "spec", "providerSpec", "value", "ami")
 OLD, NEW = {"id": "ami-05483066c3caaccf5"}, {"id": "ami-06a6b025350ff1e23"}

@@ -8,20 +8,20 @@ from typing import Any
 
 from harness.objects import machine_configuration, mco_cluster_operator
 
-from bootimage_controller.companion import (
+from bootimage_controller.constants import MAX_EVENT_MESSAGE, Action, Manager
+from bootimage_controller.core.companion import (
     DisagreementClock,
     McoPass,
     claim_hold_warning,
     mco_skew_mode,
     proposal_message,
 )
-from bootimage_controller.constants import MAX_EVENT_MESSAGE, Action, Manager
-from bootimage_controller.manager import MachineConfigOperator
-from bootimage_controller.model import BootImageDecision, FieldChange
-from bootimage_controller.patching import apply_changes
-from bootimage_controller.skew.record import BootImageRelease, ReleaseSource
-from bootimage_controller.skew.verdict import SkewLimits
-from bootimage_controller.skew.versions import OcpVersion
+from bootimage_controller.core.manager import MachineConfigOperator
+from bootimage_controller.core.model import BootImageDecision, FieldChange
+from bootimage_controller.core.patching import apply_changes
+from bootimage_controller.core.skew.record import BootImageRelease, ReleaseSource
+from bootimage_controller.core.skew.verdict import SkewLimits
+from bootimage_controller.core.skew.versions import OcpVersion
 
 PSP = ("spec", "template", "spec", "providerSpec", "value")
 OLD, NEW = {"id": "ami-old"}, {"id": "ami-new"}

@@ -21,7 +21,6 @@ from harness.objects import (
 from kubernetes_asyncio.client import ApiClient
 
 from bootimage_controller import reporting
-from bootimage_controller.claims import HotLoopRecord, owner_reference, target_fingerprint
 from bootimage_controller.constants import (
     ANNOTATION_BOOT_IMAGE_UPDATES,
     ANNOTATION_HOT_LOOP,
@@ -33,15 +32,17 @@ from bootimage_controller.constants import (
     HOT_LOOP_LIMIT,
     Reason,
 )
+from bootimage_controller.core.claims import HotLoopRecord, owner_reference, target_fingerprint
+from bootimage_controller.core.model import MachineResource, Refusal
+from bootimage_controller.core.skew.verdict import SkewLimits
+from bootimage_controller.core.status import ClusterOperatorStatus, make_condition
 from bootimage_controller.kube.errors import Invalid, conflict
-from bootimage_controller.model import MachineResource, Refusal
 from bootimage_controller.reconcile import assembly as assembly_module
 from bootimage_controller.reconcile.assembly import Hooks, ReconcileOptions, Reconcilers, Writers, assemble
 from bootimage_controller.reconcile.claims import ClaimGate, release_all_claims
 from bootimage_controller.reconcile.keys import CLAIMS_KEY
 from bootimage_controller.reconcile.store import InformerStore, build_informers
-from bootimage_controller.skew.verdict import SkewLimits
-from bootimage_controller.status import ClusterOperatorStatus, make_condition
+from bootimage_controller.status_writer import CO_PROGRESS_INTERVAL, ProgressHoldOff
 from bootimage_controller.writer import Holder
 
 NEW_AMI = {"id": "ami-06a6b025350ff1e23"}  # the 4.22 multistream target in us-east-1
@@ -210,7 +211,7 @@ async def test_the_fourth_write_is_a_typed_hot_loop(api: ApiClient) -> None:
 def target_fingerprint_for(ctl: Harness) -> str:
     ctx = ctl.inputs().context
     assert ctx is not None
-    from bootimage_controller.planner import plan_machine
+    from bootimage_controller.core.planner import plan_machine
 
     return target_fingerprint(plan_machine(machineset(), ctx.golden, ctx.facts, ctx.enrollment))
 
@@ -417,17 +418,17 @@ def co(progressing: bool, degraded: bool = False) -> ClusterOperatorStatus:
 
 def test_the_cluster_operator_follows_state_changes_at_once_and_counts_only_on_long_passes() -> None:
     clock = Clock()
-    reporter = reporting.PassReporter(None, SkewLimits(), clock=clock)
-    assert reporter._co_due(co(progressing=False))  # settled: always handed over (the writer dedups)
-    assert not reporter._co_due(co(progressing=True))  # a pass starts: no Progressing flap yet
+    hold = ProgressHoldOff(clock)
+    assert hold.due(co(progressing=False))  # settled: always handed over (the writer dedups)
+    assert not hold.due(co(progressing=True))  # a pass starts: no Progressing flap yet
     clock.now += 5
-    assert not reporter._co_due(co(progressing=True))
-    assert reporter._co_due(co(progressing=True, degraded=True))  # Degraded: at once
-    clock.now += reporting.CO_PROGRESS_INTERVAL
-    assert reporter._co_due(co(progressing=True, degraded=True))  # a long pass: counts refreshed
+    assert not hold.due(co(progressing=True))
+    assert hold.due(co(progressing=True, degraded=True))  # Degraded: at once
+    clock.now += CO_PROGRESS_INTERVAL
+    assert hold.due(co(progressing=True, degraded=True))  # a long pass: counts refreshed
     clock.now += 1
-    assert not reporter._co_due(co(progressing=True, degraded=True))
-    assert reporter._co_due(co(progressing=False))  # the end of the pass
+    assert not hold.due(co(progressing=True, degraded=True))
+    assert hold.due(co(progressing=False))  # the end of the pass
 
 
 async def test_a_refusal_for_good_waits_for_a_change_and_a_busy_server_is_retried(api: ApiClient) -> None:

@@ -13,8 +13,8 @@ import celpy
 import pytest
 from harness.objects import machineset_from_fixture
 
-from bootimage_controller.claims import owner_reference
 from bootimage_controller.constants import CAPI_NAMESPACE, CLAIM_FINALIZER, CLAIM_HOLDER_NAME, MAPI_NAMESPACE
+from bootimage_controller.core.claims import owner_reference
 
 from .manifests import MANIFESTS, Manifest, default_set, load_file
 

@@ -17,8 +17,8 @@ import yaml
 from harness.objects import apply, kube_request, machineset_from_fixture
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from bootimage_controller.claims import owner_reference
 from bootimage_controller.constants import CLAIM_FINALIZER, CLAIM_HOLDER_NAME, MAPI_NAMESPACE
+from bootimage_controller.core.claims import owner_reference
 
 from .daemon_helpers import REPO, wait_for
 

@@ -10,7 +10,6 @@ import pytest
 from harness.cluster import TestCluster
 from harness.objects import apply, kube_request, machine_configuration, machine_manager
 
-from bootimage_controller.claims import owner_reference
 from bootimage_controller.constants import (
     ANNOTATION_BOOT_IMAGE_UPDATES,
     ANNOTATION_PREVIOUS,
@@ -19,6 +18,7 @@ from bootimage_controller.constants import (
     CLAIM_HOLDER_NAMESPACE,
     MAPI_NAMESPACE,
 )
+from bootimage_controller.core.claims import owner_reference
 
 from .daemon_helpers import configmap_from_stream, daemon_task, run_args, wait_for
 from .fleet import (

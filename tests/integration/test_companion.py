@@ -52,7 +52,7 @@ from bootimage_controller.constants import (
     LABEL_OSSTREAM,
     MAPI_NAMESPACE,
 )
-from bootimage_controller.lookups import plan_object
+from bootimage_controller.core.lookups import plan_object
 from bootimage_controller.reconcile.store import ClusterView, InformerStore, build_informers
 
 from .daemon_helpers import list_machinesets, run_args, user_data_secret, wait_for

@@ -40,7 +40,7 @@ from bootimage_controller.constants import (
     MAPI_NAMESPACE,
     MCO_NAMESPACE,
 )
-from bootimage_controller.kube.times import format_micro_time
+from bootimage_controller.core.times import format_micro_time
 
 from .daemon_helpers import (
     FAST_LEASE,

@@ -28,9 +28,8 @@ from bootimage_controller.constants import (
     OPERATOR_VERSION,
     ConditionReason,
 )
-from bootimage_controller.events import EventRecorder
-from bootimage_controller.model import MachineResource
-from bootimage_controller.status import (
+from bootimage_controller.core.model import MachineResource
+from bootimage_controller.core.status import (
     ClusterOperatorStatus,
     Outcome,
     PassSummary,
@@ -38,6 +37,7 @@ from bootimage_controller.status import (
     degraded_condition,
     progressing_condition,
 )
+from bootimage_controller.events import EventRecorder
 from bootimage_controller.status_writer import StatusWriter
 
 pytestmark = pytest.mark.integration

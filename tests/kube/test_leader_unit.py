@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
+from bootimage_controller.core.times import format_micro_time
 from bootimage_controller.kube.fence import NotLeader
 from bootimage_controller.kube.leader import (
     OPENSHIFT_TIMINGS,
@@ -27,7 +28,6 @@ from bootimage_controller.kube.leader import (
     LeaseTimings,
     WorkCancelled,
 )
-from bootimage_controller.kube.times import format_micro_time
 
 WAIT = 5.0
 

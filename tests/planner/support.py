@@ -12,13 +12,13 @@ from typing import Any
 
 import yaml
 
-from bootimage_controller.cloud.facts import CloudFacts, CloudImage, ImageKey
-from bootimage_controller.context import ClusterFacts
-from bootimage_controller.enrollment import Enrollment
-from bootimage_controller.golden import GoldenBootImages, merge_marketplace
-from bootimage_controller.index import PublishedImageIndex
-from bootimage_controller.model import BootImageDecision, FieldChange, JsonPath
-from bootimage_controller.planner import plan_machine
+from bootimage_controller.core.cloud.facts import CloudFacts, CloudImage, ImageKey
+from bootimage_controller.core.context import ClusterFacts
+from bootimage_controller.core.enrollment import Enrollment
+from bootimage_controller.core.golden import GoldenBootImages, merge_marketplace
+from bootimage_controller.core.index import PublishedImageIndex
+from bootimage_controller.core.model import BootImageDecision, FieldChange, JsonPath
+from bootimage_controller.core.planner import plan_machine
 
 ROOT = Path(__file__).resolve().parents[2]
 MACHINESETS = ROOT / "tests" / "fixtures" / "machinesets"

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from bootimage_controller.cloud.facts import CloudFacts, CloudImage, ImageKey, MarketplaceCandidates
 from bootimage_controller.constants import ANNOTATION_AUTOSCALER_LABELS, Action, Reason
-from bootimage_controller.index import PublishedImageIndex
+from bootimage_controller.core.cloud.facts import CloudFacts, CloudImage, ImageKey, MarketplaceCandidates
+from bootimage_controller.core.index import PublishedImageIndex
 
 from .support import PSP, apply_changes, facts_with, machineset, plan, stream_doc, without
 

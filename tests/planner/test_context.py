@@ -11,11 +11,16 @@ from harness.objects import (
     machineset_from_fixture,
 )
 
-from bootimage_controller.cluster import ClusterObjects
-from bootimage_controller.context import control_plane_arch_fact, planning_context, platform_fact
-from bootimage_controller.enrollment import SelectionMode
-from bootimage_controller.skew.policy import SkewEnforcementStatus, SkewMode, SkewSetting, effective_skew_mode
-from bootimage_controller.skew.record import machineset_boot_image
+from bootimage_controller.core.cluster import ClusterObjects
+from bootimage_controller.core.context import control_plane_arch_fact, planning_context, platform_fact
+from bootimage_controller.core.enrollment import SelectionMode
+from bootimage_controller.core.skew.policy import (
+    SkewEnforcementStatus,
+    SkewMode,
+    SkewSetting,
+    effective_skew_mode,
+)
+from bootimage_controller.core.skew.record import machineset_boot_image
 
 AWS = machineset_from_fixture("aws-x86_64-us-east-1a-4.16.yaml", "aws")
 GCP = machineset_from_fixture("gcp-x86_64-us-central1-a-4.16.yaml", "gcp")

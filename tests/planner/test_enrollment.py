@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from bootimage_controller.enrollment import Enrollment, LabelSelector, SelectionMode
+from bootimage_controller.core.enrollment import Enrollment, LabelSelector, SelectionMode
+from bootimage_controller.core.model import MachineResource
 from bootimage_controller.errors import SelectorError
-from bootimage_controller.model import MachineResource
 
 from .support import machineset
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from bootimage_controller.index import PublishedImageIndex
+from bootimage_controller.core.index import PublishedImageIndex
 
 from .support import ROOT, STREAMS
 

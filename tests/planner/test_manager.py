@@ -16,7 +16,6 @@ from harness.mco import FIXTURE_BY_PLATFORM, MCO_DEFAULT_FROM
 from harness.objects import feature_gate, infrastructure, machine_configuration, machineset_from_fixture
 from harness.objects import mco_cluster_operator as mco_co
 
-from bootimage_controller.cluster import ClusterObjects
 from bootimage_controller.constants import (
     ANNOTATION_ARGOCD_TRACKING_ID,
     ANNOTATION_BOOT_IMAGE_MANAGER,
@@ -25,11 +24,12 @@ from bootimage_controller.constants import (
     LABEL_OSSTREAM,
     Manager,
 )
-from bootimage_controller.context import planning_context
-from bootimage_controller.golden import GoldenBootImages
-from bootimage_controller.manager import MachineConfigOperator
-from bootimage_controller.model import BootImageDecision
-from bootimage_controller.planner import plan_machine
+from bootimage_controller.core.cluster import ClusterObjects
+from bootimage_controller.core.context import planning_context
+from bootimage_controller.core.golden import GoldenBootImages
+from bootimage_controller.core.manager import MachineConfigOperator
+from bootimage_controller.core.model import BootImageDecision
+from bootimage_controller.core.planner import plan_machine
 
 from .support import golden
 

@@ -16,11 +16,11 @@ from bootimage_controller.constants import (
     Action,
     Reason,
 )
-from bootimage_controller.context import ClusterFacts
-from bootimage_controller.enrollment import Enrollment
-from bootimage_controller.golden import GoldenBootImages
-from bootimage_controller.index import PublishedImageIndex
-from bootimage_controller.planner import plan_all
+from bootimage_controller.core.context import ClusterFacts
+from bootimage_controller.core.enrollment import Enrollment
+from bootimage_controller.core.golden import GoldenBootImages
+from bootimage_controller.core.index import PublishedImageIndex
+from bootimage_controller.core.planner import plan_all
 
 from .support import PSP, configmap, configmap_with, facts_with, machineset, plan
 

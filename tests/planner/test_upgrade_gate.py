@@ -6,7 +6,7 @@ from typing import Any
 
 from harness.objects import cluster_version
 
-from bootimage_controller.cluster import upgrade_blocker
+from bootimage_controller.core.cluster import upgrade_blocker
 
 
 def test_a_completed_and_settled_clusterversion_opens_the_gate() -> None:

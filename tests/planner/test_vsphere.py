@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from bootimage_controller.cloud.facts import CloudFacts, TemplateKey, TemplateVm
 from bootimage_controller.constants import Action, Reason
-from bootimage_controller.model import FieldChange
-from bootimage_controller.vsphere.topology import VSphereTopology
+from bootimage_controller.core.cloud.facts import CloudFacts, TemplateKey, TemplateVm
+from bootimage_controller.core.model import FieldChange
+from bootimage_controller.core.vsphere.topology import VSphereTopology
 
 from .support import PSP, facts_with, machineset, plan
 

@@ -10,8 +10,12 @@ from typing import Any
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from bootimage_controller.claims import HotLoopRecord
-from bootimage_controller.enrollment import Enrollment, LabelSelector
+from bootimage_controller.core.claims import HotLoopRecord
+from bootimage_controller.core.enrollment import Enrollment, LabelSelector
+from bootimage_controller.core.golden import GoldenBootImages
+from bootimage_controller.core.model import MachineResource
+from bootimage_controller.core.skew.aleph import parse_aleph
+from bootimage_controller.core.skew.versions import OcpVersion, RhelVersion, parse_rhcos_version
 from bootimage_controller.errors import (
     AlephError,
     GoldenDataError,
@@ -19,11 +23,7 @@ from bootimage_controller.errors import (
     SelectorError,
     VersionError,
 )
-from bootimage_controller.golden import GoldenBootImages
-from bootimage_controller.model import MachineResource
 from bootimage_controller.plan_inputs import parse_documents
-from bootimage_controller.skew.aleph import parse_aleph
-from bootimage_controller.skew.versions import OcpVersion, RhelVersion, parse_rhcos_version
 
 from .strategies import configmap_422, json_values, keys, machineset_objects, mutated, scalars, stream_422
 

@@ -10,14 +10,14 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bootimage_controller.cloud.facts import CloudFacts, CloudImage, ImageKey, MarketplaceCandidates
 from bootimage_controller.constants import Action
-from bootimage_controller.context import ClusterFacts
-from bootimage_controller.enrollment import Enrollment
+from bootimage_controller.core.cloud.facts import CloudFacts, CloudImage, ImageKey, MarketplaceCandidates
+from bootimage_controller.core.context import ClusterFacts
+from bootimage_controller.core.enrollment import Enrollment
+from bootimage_controller.core.golden import GoldenBootImages
+from bootimage_controller.core.model import BootImageDecision
+from bootimage_controller.core.planner import plan_machine
 from bootimage_controller.errors import GoldenDataError
-from bootimage_controller.golden import GoldenBootImages
-from bootimage_controller.model import BootImageDecision
-from bootimage_controller.planner import plan_machine
 
 from .strategies import (
     configmap_422,

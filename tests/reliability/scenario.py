@@ -34,7 +34,6 @@ from harness.objects import (
 from integration.daemon_helpers import OUR_ANNOTATIONS, configmap_from_stream, strip_ours, user_data_secret
 from kubernetes_asyncio.client.rest import ApiException
 
-from bootimage_controller.claims import is_our_reference, pointer
 from bootimage_controller.constants import (
     ANNOTATION_HOT_LOOP,
     ANNOTATION_RELEASE,
@@ -47,6 +46,7 @@ from bootimage_controller.constants import (
     MAPI_NAMESPACE,
     ConditionReason,
 )
+from bootimage_controller.core.claims import is_our_reference, pointer
 
 from .proxy import FaultProxy, ProxyStats
 

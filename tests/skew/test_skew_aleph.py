@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from bootimage_controller.core.skew.aleph import AlephFormat, parse_aleph, read_aleph
 from bootimage_controller.errors import AlephError
-from bootimage_controller.skew.aleph import AlephFormat, parse_aleph, read_aleph
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "aleph"
 

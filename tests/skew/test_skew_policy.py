@@ -7,8 +7,7 @@ from typing import Any
 import pytest
 
 from bootimage_controller.constants import SkewMode
-from bootimage_controller.errors import InputError
-from bootimage_controller.skew.policy import (
+from bootimage_controller.core.skew.policy import (
     ManualMode,
     ManualSkew,
     SkewEnforcementStatus,
@@ -18,8 +17,9 @@ from bootimage_controller.skew.policy import (
     install_version_from_cluster_version,
     previous_status_of,
 )
-from bootimage_controller.skew.record import BootImageRecord
-from bootimage_controller.skew.versions import OcpVersion
+from bootimage_controller.core.skew.record import BootImageRecord
+from bootimage_controller.core.skew.versions import OcpVersion
+from bootimage_controller.errors import InputError
 
 OCP_MSG = "ocpVersion must match the OCP semver compatible format of x.y.z"
 RHCOS_MSG = (

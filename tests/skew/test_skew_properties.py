@@ -7,9 +7,9 @@ import json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from bootimage_controller.core.skew.aleph import parse_aleph
+from bootimage_controller.core.skew.versions import OcpVersion, RhelVersion, parse_rhcos_version
 from bootimage_controller.errors import AlephError, InputError, VersionError
-from bootimage_controller.skew.aleph import parse_aleph
-from bootimage_controller.skew.versions import OcpVersion, RhelVersion, parse_rhcos_version
 
 # Text shaped like versions (digits, dots, dashes) finds more edge cases than uniform unicode.
 versionish = st.text(alphabet=st.sampled_from("0123456789.-+v \n٣abc"), max_size=40)

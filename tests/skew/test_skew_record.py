@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bootimage_controller.constants import ANNOTATION_ALEPH_VERSION, ANNOTATION_RELEASE
-from bootimage_controller.skew.record import (
+from bootimage_controller.core.skew.record import (
     BootImageRecord,
     BootImageRelease,
     ReleaseSource,
@@ -15,8 +15,8 @@ from bootimage_controller.skew.record import (
     pick_cluster_boot_image,
     summarize_alephs,
 )
-from bootimage_controller.skew.verdict import SkewLimits, below_limit
-from bootimage_controller.skew.versions import OcpVersion
+from bootimage_controller.core.skew.verdict import SkewLimits, below_limit
+from bootimage_controller.core.skew.versions import OcpVersion
 
 INSTALL = OcpVersion(4, 12, 0)
 

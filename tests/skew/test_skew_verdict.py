@@ -9,17 +9,17 @@ from typing import Any
 import pytest
 
 from bootimage_controller.constants import LABEL_OSSTREAM, SKEW_DOCS_URL, SkewMode, SkewReason
-from bootimage_controller.errors import VersionError
-from bootimage_controller.skew.policy import ManualMode, ManualSkew, SkewEnforcementStatus
-from bootimage_controller.skew.record import BootImageRecord, BootImageRelease, ReleaseSource
-from bootimage_controller.skew.verdict import (
+from bootimage_controller.core.skew.policy import ManualMode, ManualSkew, SkewEnforcementStatus
+from bootimage_controller.core.skew.record import BootImageRecord, BootImageRelease, ReleaseSource
+from bootimage_controller.core.skew.verdict import (
     MachineSetSkewInput,
     SkewLimits,
     below_limit,
     evaluate_skew,
     judge,
 )
-from bootimage_controller.skew.versions import OcpVersion, RhelVersion
+from bootimage_controller.core.skew.versions import OcpVersion, RhelVersion
+from bootimage_controller.errors import VersionError
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "aleph"
 VERSIONS = json.loads((FIXTURES / "rhcos-versions.json").read_text())["versions"]

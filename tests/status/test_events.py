@@ -16,8 +16,8 @@ from bootimage_controller.constants import (
     EVENT_UPDATED,
     MAPI_NAMESPACE,
 )
+from bootimage_controller.core.model import MachineResource
 from bootimage_controller.events import EventRecorder
-from bootimage_controller.model import MachineResource
 
 from .fakes import FakeEvents, api_error
 

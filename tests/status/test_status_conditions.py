@@ -24,9 +24,9 @@ from bootimage_controller.constants import (
     SkewMode,
     SkewReason,
 )
-from bootimage_controller.model import BootImageDecision
-from bootimage_controller.skew.verdict import SkewLimits, SkewVerdict
-from bootimage_controller.status import (
+from bootimage_controller.core.model import BootImageDecision
+from bootimage_controller.core.skew.verdict import SkewLimits, SkewVerdict
+from bootimage_controller.core.status import (
     ClusterOperatorStatus,
     Condition,
     Outcome,

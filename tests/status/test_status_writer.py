@@ -21,7 +21,7 @@ from bootimage_controller.constants import (
     MACHINECONFIGURATION_NAME,
     MACHINECONFIGURATION_PLURAL,
 )
-from bootimage_controller.status import ClusterOperatorStatus, Condition
+from bootimage_controller.core.status import ClusterOperatorStatus, Condition
 from bootimage_controller.status_writer import StatusWriter
 
 from .fakes import FakeClock, FakeCustomObjects, api_error, settle

@@ -89,5 +89,55 @@ def test_the_check_sees_deferred_and_type_checking_imports() -> None:
     # functions); cli imports model only there. A scan of module-level imports alone would miss them.
     g = graph()
     assert "bootimage_controller.cloud.aws" in g["bootimage_controller.cloud.verifier"]
-    assert "bootimage_controller.model" in g["bootimage_controller.cli"]
+    assert "bootimage_controller.core.model" in g["bootimage_controller.cli"]
     assert cycles({"a": {"b"}, "b": {"a"}, "c": set()}) == [["a", "b"]]
+
+
+# Pure modules may import only each other and these leaves (names, error types: no I/O).
+PURE_LEAVES = {"bootimage_controller.constants", "bootimage_controller.errors"}
+THIRD_PARTY_IO = ("kubernetes_asyncio", "aiohttp", "boto3", "botocore", "google", "azure", "pyVmomi", "pyvmomi",
+                  "requests", "urllib3", "socket", "subprocess")
+
+
+def package_of(module: str) -> str:
+    """The package a module belongs to for the layering check: `bootimage_controller.<sub>` for a
+    module inside a subpackage (core, kube, reconcile, cloud, vsphere, capi), else the module."""
+    parts = module.split(".")
+    return ".".join(parts[:2])
+
+
+def test_core_imports_nothing_that_does_io() -> None:
+    g = graph()
+    core = {m for m in g if m == "bootimage_controller.core" or m.startswith("bootimage_controller.core.")}
+    assert len(core) > 30, "the pure modules live under bootimage_controller/core/"
+    bad = {m: sorted(t for t in g[m] if t not in core and t not in PURE_LEAVES) for m in core}
+    assert {m: ts for m, ts in bad.items() if ts} == {}
+    third_party = {}
+    for name, path in modules().items():
+        if name not in core:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            hits = [n for n in names if n.split(".")[0] in THIRD_PARTY_IO]
+            if hits:
+                third_party[name] = hits
+    assert third_party == {}
+
+
+def test_no_cycle_between_packages() -> None:
+    packages: dict[str, set[str]] = {}
+    for module, targets in graph().items():
+        here = package_of(module)
+        packages.setdefault(here, set()).update(package_of(t) for t in targets if package_of(t) != here)
+    for targets in list(packages.values()):
+        for t in targets:
+            packages.setdefault(t, set())
+    assert cycles(packages) == []
+
+
+def test_the_layering_check_can_fail() -> None:
+    assert package_of("bootimage_controller.core.skew.policy") == "bootimage_controller.core"
+    assert package_of("bootimage_controller.writer") == "bootimage_controller.writer"
+    assert cycles({"bootimage_controller.cloud": {"bootimage_controller.vsphere"},
+                   "bootimage_controller.vsphere": {"bootimage_controller.cloud"}}) != []

@@ -10,8 +10,8 @@ import pytest
 from ign35_shape import problems
 
 from bootimage_controller.constants import USER_DATA_SECRET_KEY
+from bootimage_controller.core.ignition import convert_stub_ignition
 from bootimage_controller.errors import InputError, UserDataError
-from bootimage_controller.ignition import convert_stub_ignition
 
 SOURCE = "secret openshift-machine-api/worker-user-data"
 MCS = "https://api-int.ci-op-abc123.example.com:22623/config/worker"

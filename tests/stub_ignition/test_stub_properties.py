@@ -17,8 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ign35_shape import problems
 
+from bootimage_controller.core.ignition import convert_stub_ignition
 from bootimage_controller.errors import UserDataError
-from bootimage_controller.ignition import convert_stub_ignition
 
 SOURCE = "secret openshift-machine-api/worker-user-data"
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

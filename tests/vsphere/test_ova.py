@@ -9,8 +9,8 @@ import pytest
 
 from bootimage_controller.cloud.credentials import CredentialsError, parse_vsphere_credentials
 from bootimage_controller.constants import Reason
+from bootimage_controller.core.vsphere.topology import OvaSource, leftover_names
 from bootimage_controller.vsphere.ova import OvaCache, OvaError, mirror_url, parse_ovf, read_ovf
-from bootimage_controller.vsphere.topology import OvaSource, leftover_names
 from bootimage_controller.vsphere.vcenter import release_of, with_record
 
 from .ovas import OVF_TEMPLATE, make_ova, serving

@@ -8,16 +8,16 @@ from typing import Any
 
 import pytest
 
-from bootimage_controller.cloud.facts import TemplateVm
-from bootimage_controller.kube.fence import NotLeader
-from bootimage_controller.vsphere.ova import OvaCache
-from bootimage_controller.vsphere.refresh import TemplateRefresher, VCenterClient
-from bootimage_controller.vsphere.topology import (
+from bootimage_controller.core.cloud.facts import TemplateVm
+from bootimage_controller.core.vsphere.topology import (
     OvaSource,
     TemplatePlacement,
     TemplateRefresh,
     leftover_names,
 )
+from bootimage_controller.kube.fence import NotLeader
+from bootimage_controller.vsphere.ova import OvaCache
+from bootimage_controller.vsphere.refresh import TemplateRefresher, VCenterClient
 
 NAME = "infra-rhcos-fd"
 TMP, OLD = leftover_names(NAME, "9.6.2")  # the release WORK imports

@@ -1,0 +1,229 @@
+"""Cluster API objects as plain data: MachineSets, MachineDeployments and infrastructure templates.
+
+Pure. Both `cluster.x-k8s.io` versions are read: v1beta1 names the template with
+`infrastructureRef.apiVersion`, v1beta2 with `infrastructureRef.apiGroup`; either way the kind and
+name are what matter (templates live in the object's namespace).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...constants import (
+    CAPI_GROUP,
+    CAPI_MACHINEDEPLOYMENT,
+    CAPI_MACHINESET,
+    INFRA_TEMPLATES,
+    INFRASTRUCTURE_GROUP,
+)
+from ...errors import InputError
+from ..model import JsonPath, OwnerReference, as_mapping, get_path, is_mapping
+from ..model import parse_owner_references as _owner_references
+from ..model import parse_string_map as _string_map
+
+INFRA_REF_PATH: JsonPath = ("spec", "template", "spec", "infrastructureRef")
+INFRA_REF_NAME_PATH: JsonPath = (*INFRA_REF_PATH, "name")
+TEMPLATE_SPEC_PATH: JsonPath = ("spec", "template", "spec")  # inside the infrastructure template
+MAX_NAME = 253
+# Templates this controller writes: `<base>-bic-<8 hex of their spec>`.
+_OURS = re.compile(r"^(?P<base>.+)-bic-[0-9a-f]{8}$")
+
+
+def capi_kind_key(obj: Mapping[str, Any]) -> str | None:
+    """`MachineSet.cluster.x-k8s.io` / `MachineDeployment.cluster.x-k8s.io`, or None for other objects."""
+    group = str(obj.get("apiVersion") or "").partition("/")[0]
+    if group != CAPI_GROUP:
+        return None
+    kind = obj.get("kind")
+    return {"MachineSet": CAPI_MACHINESET, "MachineDeployment": CAPI_MACHINEDEPLOYMENT}.get(str(kind))
+
+
+@dataclass(frozen=True)
+class TemplateRef:
+    kind: str
+    name: str
+    group: str
+
+
+@dataclass(frozen=True)
+class CapiObject:
+    """A CAPI MachineSet or MachineDeployment, as far as boot images need it."""
+
+    kind: str  # CAPI_MACHINESET or CAPI_MACHINEDEPLOYMENT
+    api_version: str
+    namespace: str
+    name: str
+    uid: str
+    resource_version: str
+    generation: int | None
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str]
+    owner_references: tuple[OwnerReference, ...]
+    template_labels: Mapping[str, str]
+    template_ref: TemplateRef | None
+    failure_domain: str | None
+    raw: Mapping[str, Any] = field(repr=False, compare=False)
+
+    @property
+    def display(self) -> str:
+        return f"{self.kind} {self.namespace}/{self.name}"
+
+    @property
+    def is_deployment(self) -> bool:
+        return self.kind == CAPI_MACHINEDEPLOYMENT
+
+    @classmethod
+    def from_object(cls, obj: Any, source: str = "") -> CapiObject:
+        if not is_mapping(obj) or capi_kind_key(obj) is None:
+            raise InputError(source or "object", "kind", "expected a cluster.x-k8s.io MachineSet or MachineDeployment")
+        kind = str(capi_kind_key(obj))
+        meta = as_mapping(obj.get("metadata"))
+        name, namespace = str(meta.get("name") or ""), str(meta.get("namespace") or "")
+        where = f"{source + ': ' if source else ''}{kind} {namespace}/{name}"
+        if not name:
+            raise InputError(where, "metadata.name", "missing")
+        ref = get_path(obj, INFRA_REF_PATH)
+        template_ref = None
+        if ref is not None:
+            if not is_mapping(ref):
+                raise InputError(where, "spec.template.spec.infrastructureRef", "expected an object")
+            group = str(ref.get("apiGroup") or str(ref.get("apiVersion") or "").partition("/")[0])
+            if not isinstance(ref.get("kind"), str) or not isinstance(ref.get("name"), str) or not ref.get("name"):
+                raise InputError(where, "spec.template.spec.infrastructureRef", "needs kind and name")
+            template_ref = TemplateRef(str(ref["kind"]), str(ref["name"]), group)
+        domain = get_path(obj, ("spec", "template", "spec", "failureDomain"))
+        generation = meta.get("generation")
+        return cls(
+            kind=kind,
+            api_version=str(obj.get("apiVersion")),
+            namespace=namespace,
+            name=name,
+            uid=str(meta.get("uid") or ""),
+            resource_version=str(meta.get("resourceVersion") or ""),
+            generation=generation if isinstance(generation, int) else None,
+            labels=_string_map(meta.get("labels"), where, "metadata.labels"),
+            annotations=_string_map(meta.get("annotations"), where, "metadata.annotations"),
+            owner_references=_owner_references(meta.get("ownerReferences"), where),
+            template_labels=_string_map(get_path(obj, ("spec", "template", "metadata", "labels")), where,
+                                        "spec.template.metadata.labels"),
+            template_ref=template_ref,
+            failure_domain=domain if isinstance(domain, str) and domain else None,
+            raw=obj,
+        )
+
+    def rollout_in_progress(self) -> str | None:
+        """Why a MachineDeployment is mid-rollout (None when settled). A MachineSet never is."""
+        if not self.is_deployment:
+            return None
+        status = as_mapping(self.raw.get("status"))
+        if not status:
+            return None  # never reconciled by CAPI: it has no Machines to roll
+        observed = status.get("observedGeneration")
+        if self.generation is not None and observed != self.generation:
+            return f"status.observedGeneration {observed} is behind metadata.generation {self.generation}"
+        rolling = _condition(status, "RollingOut")
+        if rolling is not None and rolling.get("status") == "True":
+            return f"condition RollingOut is True ({rolling.get('message') or rolling.get('reason') or 'no message'})"
+        spec_replicas = get_path(self.raw, ("spec", "replicas"))
+        replicas = status.get("replicas", 0) or 0
+        updated, field = self._updated_replicas(status)
+        if updated is None:
+            return None  # this version reports no count of updated replicas: judged by RollingOut alone
+        if isinstance(spec_replicas, int) and updated < spec_replicas:
+            return f"{updated} of {spec_replicas} replicas updated ({field})"
+        if replicas != updated:
+            return f"{replicas} replicas, {updated} updated ({field}; old machines still being replaced)"
+        return None
+
+    def _updated_replicas(self, status: Mapping[str, Any]) -> tuple[int | None, str]:
+        """The count of machines on the current template, where the version in use keeps it:
+        v1beta2 `status.upToDateReplicas` (or its `deprecated.v1beta1.updatedReplicas`), v1beta1
+        `status.updatedReplicas` (issue 24: v1beta2 has no `updatedReplicas`)."""
+        candidates: tuple[tuple[str, ...], ...] = (("updatedReplicas",),)
+        if self.api_version.endswith("/v1beta2"):
+            candidates = (("upToDateReplicas",), ("deprecated", "v1beta1", "updatedReplicas"))
+        for path in candidates:
+            value = get_path(status, path)
+            if isinstance(value, int) and not isinstance(value, bool):
+                return value, "status." + ".".join(path)
+        if self.api_version.endswith("/v1beta2"):
+            return None, ""
+        return 0, "status.updatedReplicas"
+
+
+def _condition(status: Mapping[str, Any], type_: str) -> Mapping[str, Any] | None:
+    conditions = status.get("conditions")
+    for c in conditions if isinstance(conditions, list) else ():
+        if is_mapping(c) and c.get("type") == type_:
+            return c
+    return None
+
+
+@dataclass(frozen=True)
+class InfraTemplate:
+    """An AWS/GCP/Azure/VSphereMachineTemplate."""
+
+    kind: str
+    api_version: str
+    namespace: str
+    name: str
+    uid: str
+    resource_version: str
+    spec: Mapping[str, Any]  # spec.template.spec
+    annotations: Mapping[str, str]
+    raw: Mapping[str, Any] = field(repr=False, compare=False)
+
+    @property
+    def display(self) -> str:
+        return f"{self.kind} {self.namespace}/{self.name}"
+
+    @classmethod
+    def from_object(cls, obj: Any) -> InfraTemplate:
+        meta = as_mapping(obj.get("metadata"))
+        kind, name, ns = str(obj.get("kind")), str(meta.get("name") or ""), str(meta.get("namespace") or "")
+        where = f"{kind} {ns}/{name}"
+        spec = get_path(obj, TEMPLATE_SPEC_PATH)
+        if not is_mapping(spec):
+            raise InputError(where, "spec.template.spec", "missing or not an object")
+        return cls(
+            kind=kind,
+            api_version=str(obj.get("apiVersion")),
+            namespace=ns,
+            name=name,
+            uid=str(meta.get("uid") or ""),
+            resource_version=str(meta.get("resourceVersion") or ""),
+            spec=spec,
+            annotations=_string_map(meta.get("annotations"), where, "metadata.annotations"),
+            raw=obj,
+        )
+
+
+def is_template_kind(kind: str, group: str) -> bool:
+    return kind in INFRA_TEMPLATES and group in ("", INFRASTRUCTURE_GROUP)
+
+
+def new_template_name(old_name: str, new_spec: Mapping[str, Any]) -> str:
+    """Deterministic: from the old name (without a suffix of ours) and the new content, so a retry
+    or a second replica names the same template."""
+    match = _OURS.match(old_name)
+    base = match.group("base") if match else old_name
+    digest = hashlib.sha256(json.dumps(new_spec, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:8]
+    suffix = f"-bic-{digest}"
+    return f"{base[: MAX_NAME - len(suffix)]}{suffix}"
+
+
+__all__ = [
+    "INFRA_REF_NAME_PATH",
+    "TEMPLATE_SPEC_PATH",
+    "CapiObject",
+    "InfraTemplate",
+    "TemplateRef",
+    "capi_kind_key",
+    "is_template_kind",
+    "new_template_name",
+]

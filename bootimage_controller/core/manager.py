@@ -1,0 +1,335 @@
+"""Who updates a MachineSet's boot image: the Machine Config Operator, Hive, GitOps or us (SPEC rule 2b).
+
+Pure. `MachineConfigOperator` is what the cluster says about the MCO (its ClusterOperator's version,
+the FeatureGate status of that version); `McoRelease` is what the MCO's own boot image controller of
+that release covers (reference/mco-boot-image-controller.md sections 1, 5, 13 and 15, condensed in
+the table below); `decide_manager` applies the SPEC's precedence to one object:
+
+1. claimed by us (our owner reference), or annotated `boot-image-manager: bootimage-controller`: ours;
+2. labelled by Hive's MachinePool controller: `hive`;
+3. tracked by Argo CD or Flux: `gitops` (Git is the source of truth, even where the MCO would act);
+4. covered by the MCO's own controller: `mco`;
+5. else ours.
+
+The planning rules decide the same for every manager, so `plan` shows what each MachineSet needs;
+the daemon writes only where the manager is ours.
+
+Choices where the sources are silent, written down here and in docs/install.md:
+- A `machine-config` ClusterOperator whose version cannot be read is taken to run the newest
+  controller (the widest coverage): when unsure, we leave the MachineSet to the MCO rather than race it.
+- Without a FeatureGate status for the MCO's version, each release's default gates apply
+  (`default_gates` below).
+- The `boot-image-manager` annotation names only `bootimage-controller`; any other value is ignored
+  and said so. To hand a claimed MachineSet back, opt it out (its claim is released), then remove the
+  annotation that opted it out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from ..constants import (
+    ANNOTATION_ARGOCD_TRACKING_ID,
+    ANNOTATION_BOOT_IMAGE_MANAGER,
+    CPMS_KIND,
+    CPMS_PLATFORMS,
+    FLUX_LABELS,
+    LABEL_HIVE_MACHINE_POOL,
+    LABEL_OS_ID,
+    LABEL_OSSTREAM,
+    MACHINESET_KIND,
+    MCO_OPERATOR_VERSION_NAME,
+    OS_ID_WINDOWS,
+    Manager,
+    Platform,
+)
+from ..errors import InputError
+from .enrollment import Enrollable
+from .model import OwnerReference, get_path, is_mapping
+from .skew.versions import OcpVersion
+
+# (apiVersion, kind, name) of an owner reference -> whether it is our claim (planner.is_our_owner_reference).
+IsOurs = Callable[[str, str, str], bool]
+
+# Feature gates of openshift/api that switched the MCO's boot image controller on, per platform.
+GATE_GCP = "ManagedBootImages"
+GATE_AWS = "ManagedBootImagesAWS"
+GATE_VSPHERE = "ManagedBootImagesvSphere"
+GATE_AZURE = "ManagedBootImagesAzure"
+GATE_CPMS = "ManagedBootImagesCPMS"
+GATE_SKEW = "BootImageSkewEnforcement"
+SUPPORTED_MCO_STREAM = "rhel-9"
+AZURE_STACK_CLOUD = "AzureStackCloud"
+
+
+@dataclass(frozen=True)
+class McoRelease:
+    """What the MCO's boot image controller of one release line covers."""
+
+    line: str  # "4.19", "4.22+"
+    # Platform -> the feature gate its MachineSets need (None: none, always on).
+    platforms: Mapping[str, str | None]
+    # Platforms whose MachineSets are enrolled without a `machinesets` entry in the spec (from 4.19);
+    # the others need the admin's explicit entry.
+    default_on: frozenset[str]
+    # Gates on by default in this release (used when the FeatureGate status does not say).
+    default_gates: frozenset[str]
+    stream_label: bool = False  # skips MachineSets labelled with another stream than rhel-9 (4.22+)
+    cpms: bool = False  # reconciles the ControlPlaneMachineSet when GATE_CPMS is on (4.21+)
+    skew: bool = False  # has skew enforcement, when GATE_SKEW is on (4.22+)
+
+
+_MBI: dict[str, str | None] = {Platform.GCP: GATE_GCP}
+_MBI_AWS: dict[str, str | None] = {**_MBI, Platform.AWS: GATE_AWS}
+_FOUR = frozenset({Platform.AWS, Platform.GCP, Platform.AZURE, Platform.VSPHERE})
+# The release lines of the reference's section 15. Before 4.16 there is no boot image controller.
+MCO_RELEASES: Mapping[int, McoRelease] = {
+    16: McoRelease("4.16", _MBI, frozenset(), frozenset()),
+    17: McoRelease("4.17", _MBI_AWS, frozenset(), frozenset({GATE_GCP})),
+    18: McoRelease("4.18", _MBI_AWS, frozenset(), frozenset({GATE_GCP, GATE_AWS})),
+    19: McoRelease("4.19", _MBI_AWS, frozenset({Platform.GCP, Platform.AWS}), frozenset({GATE_GCP, GATE_AWS})),
+    20: McoRelease("4.20", {**_MBI_AWS, Platform.VSPHERE: GATE_VSPHERE}, frozenset({Platform.GCP, Platform.AWS}),
+                   frozenset({GATE_GCP, GATE_AWS})),
+    21: McoRelease("4.21", {**_MBI_AWS, Platform.VSPHERE: GATE_VSPHERE, Platform.AZURE: GATE_AZURE},
+                   frozenset({Platform.GCP, Platform.AWS}), frozenset({GATE_GCP, GATE_AWS}), cpms=True),
+}
+# 4.22 and every later line (5.x included): all four platforms on by default, no per-platform gates.
+LATEST_MCO_RELEASE = McoRelease("4.22+", dict.fromkeys(_FOUR), _FOUR, frozenset({GATE_CPMS, GATE_SKEW}),
+                                stream_label=True, cpms=True, skew=True)
+
+
+def mco_release(version: OcpVersion | None) -> McoRelease | None:
+    """The release line of an MCO version; None before 4.16 (no boot image controller)."""
+    if version is None or version.major > 4 or (version.major == 4 and version.minor >= 22):
+        return LATEST_MCO_RELEASE
+    if version.major < 4:
+        return None
+    return MCO_RELEASES.get(version.minor)
+
+
+@dataclass(frozen=True)
+class MachineConfigOperator:
+    """The Machine Config Operator as the cluster shows it. None of it: no MCO runs."""
+
+    version_text: str | None  # ClusterOperator machine-config status.versions[name=operator]
+    version: OcpVersion | None  # parsed; None: unreadable (the newest line is assumed, see above)
+    # Enabled gates from FeatureGate cluster for that version; None: not known (release defaults).
+    enabled_gates: frozenset[str] | None = None
+    azure_stack: bool = False  # Infrastructure status.platformStatus.azure.cloudName AzureStackCloud
+
+    @property
+    def release(self) -> McoRelease | None:
+        return mco_release(self.version)
+
+    def gate_on(self, gate: str) -> bool:
+        release = self.release
+        if release is None:
+            return False
+        gates = self.enabled_gates if self.enabled_gates is not None else release.default_gates
+        return gate in gates
+
+    @property
+    def runs_skew_enforcement(self) -> bool:
+        """The MCO owns `status.bootImageSkewEnforcementStatus` (SPEC section 3, companion rules)."""
+        release = self.release
+        return release is not None and release.skew and self.gate_on(GATE_SKEW)
+
+    def writes_conditions(self, platform: str | None) -> bool:
+        """Its boot image controller runs here and keeps the MachineConfiguration's
+        BootImageUpdateProgressing/Degraded conditions (from 4.17, on the platforms it covers)."""
+        release = self.release
+        return release is not None and release.line != "4.16" and platform in self.covered_platforms()
+
+    def covered_platforms(self) -> frozenset[str]:
+        """The platforms whose MachineSets the MCO's controller reconciles at this version and gates."""
+        release = self.release
+        if release is None:
+            return frozenset()
+        return frozenset(
+            p for p, gate in release.platforms.items()
+            if (gate is None or self.gate_on(gate)) and not (p == Platform.AZURE and self.azure_stack)
+        )
+
+    def describe(self) -> str:
+        version = self.version_text or "of unknown version (taken as the newest)"
+        release = self.release
+        if release is None:
+            return f"Machine Config Operator {version}: no boot image controller before 4.16"
+        covered = ", ".join(sorted(self.covered_platforms())) or "no platform"
+        gates = "FeatureGate status" if self.enabled_gates is not None else f"the {release.line} default gates"
+        return f"Machine Config Operator {version}: its boot image controller covers {covered} ({gates})"
+
+    @classmethod
+    def from_objects(
+        cls,
+        cluster_operator: Mapping[str, Any] | None,
+        feature_gate: Mapping[str, Any] | None,
+        infrastructure: Mapping[str, Any] | None,
+    ) -> MachineConfigOperator | None:
+        """None when there is no `machine-config` ClusterOperator: no MCO, never `mco` (SPEC rule 2b)."""
+        if not is_mapping(cluster_operator):
+            return None
+        text = _operator_version(cluster_operator)
+        try:
+            version = OcpVersion.parse(text, "ClusterOperator machine-config status.versions") if text else None
+        except InputError:
+            version = None
+        cloud = get_path(infrastructure, ("status", "platformStatus", "azure", "cloudName"))
+        return cls(text, version, _enabled_gates(feature_gate, text), cloud == AZURE_STACK_CLOUD)
+
+
+def _operator_version(cluster_operator: Mapping[str, Any]) -> str | None:
+    versions = get_path(cluster_operator, ("status", "versions"))
+    for entry in versions if isinstance(versions, list) else ():
+        if is_mapping(entry) and entry.get("name") == MCO_OPERATOR_VERSION_NAME:
+            value = entry.get("version")
+            return value if isinstance(value, str) and value else None
+    return None
+
+
+def _enabled_gates(feature_gate: Mapping[str, Any] | None, version: str | None) -> frozenset[str] | None:
+    """`status.featureGates[]` entry of the MCO's version (the only entry when versions are not
+    known); None when the FeatureGate says nothing usable."""
+    entries = get_path(feature_gate, ("status", "featureGates"))
+    usable = [e for e in entries if is_mapping(e)] if isinstance(entries, list) else []
+    chosen = next((e for e in usable if version and e.get("version") == version), None)
+    if chosen is None and len(usable) == 1:
+        chosen = usable[0]
+    if chosen is None:
+        return None
+    enabled = chosen.get("enabled")
+    names = [g.get("name") for g in enabled if is_mapping(g)] if isinstance(enabled, list) else []
+    return frozenset(n for n in names if isinstance(n, str))
+
+
+@dataclass(frozen=True)
+class ManagerFacts:
+    """What decides managers besides the object itself."""
+
+    mco: MachineConfigOperator | None = None  # None: no machine-config ClusterOperator
+    # Labels that mark a GitOps-applied object besides Flux's (Argo CD label tracking, named by the
+    # admin: `--gitops-label app.kubernetes.io/instance`).
+    gitops_labels: tuple[str, ...] = ()
+
+
+class Managed(Enrollable, Protocol):
+    """What the manager rules read of an object (`MachineResource`, `capi.resources.CapiObject`)."""
+
+    @property
+    def owner_references(self) -> tuple[OwnerReference, ...]: ...
+    @property
+    def template_labels(self) -> Mapping[str, str]: ...
+
+
+class Selection(Protocol):
+    """What the MCO's enrollment needs of ours: it reads the same `spec.managedBootImages`."""
+
+    def mco_selects(self, kind: str, labels: Mapping[str, str], default_on: bool) -> bool: ...
+
+
+@dataclass(frozen=True)
+class ManagerVerdict:
+    manager: Manager
+    why: str
+    # The MCO's controller would manage it but for our claim or the hand-over annotation: claiming
+    # it makes the MCO skip it, which its skew enforcement counts (SPEC section 3, companion rules).
+    taken_from_mco: bool = False
+
+
+OURS_BY_DEFAULT = ManagerVerdict(Manager.OURS, "no other manager covers it")
+
+
+def decide_manager(
+    obj: Managed,
+    platform: str | None,
+    facts: ManagerFacts,
+    selection: Selection,
+    *,
+    is_ours: IsOurs,
+) -> ManagerVerdict:
+    """SPEC rule 2b's precedence for one object. `is_ours(api_version, kind, name)` tells our claim."""
+    mco_why = mco_manages(obj, platform, facts.mco, selection, ignore_ours=is_ours)
+    claimed = any(is_ours(o.api_version, o.kind, o.name) for o in obj.owner_references)
+    handed = obj.annotations.get(ANNOTATION_BOOT_IMAGE_MANAGER)
+    if claimed or handed == Manager.OURS:
+        how = "claimed by this controller (owner reference)" if claimed else \
+            f"handed over by annotation {ANNOTATION_BOOT_IMAGE_MANAGER}={Manager.OURS}"
+        if mco_why is not None:
+            how += f"; the Machine Config Operator would otherwise manage it ({mco_why})"
+        return ManagerVerdict(Manager.OURS, how, taken_from_mco=mco_why is not None)
+    ignored = (f"; annotation {ANNOTATION_BOOT_IMAGE_MANAGER}={handed!r} ignored (only {Manager.OURS} is "
+               "recognised)") if handed is not None else ""
+    pool = obj.labels.get(LABEL_HIVE_MACHINE_POOL)
+    if pool is not None:
+        return ManagerVerdict(Manager.HIVE, f"Hive MachinePool {pool} (label {LABEL_HIVE_MACHINE_POOL}){ignored}")
+    gitops = gitops_marker(obj, facts.gitops_labels)
+    if gitops is not None:
+        return ManagerVerdict(Manager.GITOPS, f"applied from Git ({gitops}){ignored}")
+    if mco_why is not None:
+        return ManagerVerdict(Manager.MCO, mco_why + ignored)
+    return ManagerVerdict(Manager.OURS, OURS_BY_DEFAULT.why + ignored) if ignored else OURS_BY_DEFAULT
+
+
+def gitops_marker(obj: Managed, extra_labels: Sequence[str] = ()) -> str | None:
+    """The annotation or label saying Argo CD or Flux applies this object, as `key=value`."""
+    tracking = obj.annotations.get(ANNOTATION_ARGOCD_TRACKING_ID)
+    if tracking is not None:
+        return f"Argo CD, annotation {ANNOTATION_ARGOCD_TRACKING_ID}={tracking}"
+    for label in (*FLUX_LABELS, *extra_labels):
+        value = obj.labels.get(label)
+        if value is not None:
+            who = "Flux" if label in FLUX_LABELS else "GitOps"
+            return f"{who}, label {label}={value}"
+    return None
+
+
+def mco_manages(
+    obj: Managed,
+    platform: str | None,
+    mco: MachineConfigOperator | None,
+    selection: Selection,
+    *,
+    ignore_ours: IsOurs | None = None,
+) -> str | None:
+    """Why the MCO's own controller reconciles this object, or None when it does not.
+
+    Its skips (reference section 5): any owner reference (ours aside, when `ignore_ours` names it:
+    the question is then whether it would manage the object without our claim), a stream label
+    other than rhel-9 (4.22+), Windows; and what it never reconciles: Cluster API kinds, platforms
+    or kinds its release and gates do not cover, objects its enrollment does not select.
+    """
+    if mco is None or obj.kind not in (MACHINESET_KIND, CPMS_KIND):
+        return None
+    release = mco.release
+    if release is None or platform not in mco.covered_platforms():
+        return None
+    if obj.kind == CPMS_KIND and not (release.cpms and mco.gate_on(GATE_CPMS) and platform in CPMS_PLATFORMS):
+        return None
+    owners = [o for o in obj.owner_references if ignore_ours is None or not ignore_ours(o.api_version, o.kind, o.name)]
+    if owners:
+        return None
+    stream = obj.labels.get(LABEL_OSSTREAM)
+    if release.stream_label and stream is not None and stream != SUPPORTED_MCO_STREAM:
+        return None
+    if obj.template_labels.get(LABEL_OS_ID) == OS_ID_WINDOWS:
+        return None
+    if not selection.mco_selects(obj.kind, obj.labels, platform in release.default_on):
+        return None
+    version = mco.version_text or "of unknown version"
+    what = "ControlPlaneMachineSets" if obj.kind == CPMS_KIND else "MachineSets"
+    return f"the Machine Config Operator {version} updates {platform} {what} itself"
+
+
+__all__ = [
+    "LATEST_MCO_RELEASE",
+    "MachineConfigOperator",
+    "ManagerFacts",
+    "ManagerVerdict",
+    "McoRelease",
+    "decide_manager",
+    "gitops_marker",
+    "mco_manages",
+    "mco_release",
+]

@@ -1,0 +1,282 @@
+"""Plain data at the edges: what the planner reads and what it returns.
+
+`MachineResource` is a MachineSet or ControlPlaneMachineSet with its metadata parsed and its
+providerSpec kept raw (the platform rules validate it). `BootImageDecision` is the planner's
+answer. Both are frozen dataclasses so a decision can be logged, printed, compared in tests and
+handed to a writer without anyone mutating it on the way.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any, TypeGuard
+
+from ..constants import (
+    CPMS_KIND,
+    CPMS_PROVIDER_SPEC_PATH,
+    CPMS_TEMPLATE_LABELS_PATH,
+    MACHINESET_KIND,
+    MACHINESET_PROVIDER_SPEC_PATH,
+    MACHINESET_TEMPLATE_LABELS_PATH,
+    Action,
+    Manager,
+    Reason,
+)
+from ..errors import InputError
+
+if TYPE_CHECKING:
+    from .capi.work import CapiWork
+    from .vsphere.topology import TemplateWork
+
+JsonPath = tuple[str | int, ...]
+
+
+@lru_cache(maxsize=1024)
+def dotted(path: JsonPath) -> str:
+    """`("spec", "disks", 0, "image")` -> `spec.disks[0].image` (how the SPEC names fields).
+
+    Cached: the same few field paths are named in every decision of a pass."""
+    out = ""
+    for part in path:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else part
+    return out
+
+
+@dataclass(frozen=True)
+class OwnerReference:
+    api_version: str
+    kind: str
+    name: str
+    uid: str
+    controller: bool = False
+
+
+@dataclass(frozen=True)
+class MachineResource:
+    """A MachineSet or the ControlPlaneMachineSet, metadata parsed, providerSpec raw."""
+
+    kind: str
+    namespace: str
+    name: str
+    uid: str
+    resource_version: str
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str]
+    owner_references: tuple[OwnerReference, ...]
+    template_labels: Mapping[str, str]
+    provider_spec_path: JsonPath
+    provider_spec: Any  # raw JSON value; the platform rules validate it
+    raw: Mapping[str, Any] = field(repr=False, compare=False)
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def display(self) -> str:
+        return f"{self.kind} {self.namespace}/{self.name}"
+
+    @classmethod
+    def from_object(cls, obj: Any, source: str = "") -> MachineResource:
+        """Parse the parts every rule needs. Raises `InputError` naming the object and field."""
+        where = source or "object"
+        if not is_mapping(obj):
+            raise InputError(where, None, f"expected an object, got {type(obj).__name__}")
+        kind = obj.get("kind")
+        if kind not in (MACHINESET_KIND, CPMS_KIND):
+            raise InputError(where, "kind", f"expected MachineSet or ControlPlaneMachineSet, got {kind!r}")
+        meta = obj.get("metadata")
+        if not is_mapping(meta):
+            raise InputError(where, "metadata", "missing or not an object")
+        name = meta.get("name")
+        if not isinstance(name, str) or not name:
+            raise InputError(where, "metadata.name", "missing or not a string")
+        namespace = meta.get("namespace", "")
+        where = f"{kind} {namespace}/{name}" if not source else f"{source}: {kind} {namespace}/{name}"
+        if not isinstance(namespace, str):
+            raise InputError(where, "metadata.namespace", "not a string")
+        labels = _string_map(meta.get("labels"), where, "metadata.labels")
+        annotations = _string_map(meta.get("annotations"), where, "metadata.annotations")
+        owners = _owner_references(meta.get("ownerReferences"), where)
+        is_cpms = kind == CPMS_KIND
+        spec_path = CPMS_PROVIDER_SPEC_PATH if is_cpms else MACHINESET_PROVIDER_SPEC_PATH
+        labels_path = CPMS_TEMPLATE_LABELS_PATH if is_cpms else MACHINESET_TEMPLATE_LABELS_PATH
+        template_labels = _string_map(get_path(obj, labels_path), where, dotted(labels_path))
+        return cls(
+            kind=kind,
+            namespace=namespace,
+            name=name,
+            uid=str(meta.get("uid") or ""),
+            resource_version=str(meta.get("resourceVersion") or ""),
+            labels=labels,
+            annotations=annotations,
+            owner_references=owners,
+            template_labels=template_labels,
+            provider_spec_path=spec_path,
+            provider_spec=get_path(obj, spec_path),
+            raw=obj,
+        )
+
+
+_MISSING = object()
+_ONLY_STR = frozenset({str})
+
+
+def is_mapping(value: Any) -> TypeGuard[Mapping[str, Any]]:
+    # Parsed JSON/YAML is always a dict: check that first, the (slow) ABC only for other mappings.
+    return type(value) is dict or isinstance(value, Mapping)
+
+
+def as_mapping(value: Any) -> Mapping[str, Any]:
+    """`value` when it is an object, else an empty one (for reads of optional JSON objects)."""
+    return value if is_mapping(value) else {}
+
+
+def get_path(obj: Any, path: JsonPath, default: Any = None) -> Any:
+    """Follow a path through nested dicts/lists; `default` when any step is missing."""
+    cur = obj
+    for part in path:
+        if isinstance(part, int):
+            if not isinstance(cur, list) or part >= len(cur):
+                return default
+            cur = cur[part]
+        elif type(cur) is dict or is_mapping(cur):
+            cur = cur.get(part, _MISSING)
+            if cur is _MISSING:
+                return default
+        else:
+            return default
+    return cur
+
+
+def _string_map(value: Any, where: str, field_name: str) -> Mapping[str, str]:
+    if value is None:
+        return {}
+    if not is_mapping(value):
+        raise InputError(where, field_name, f"expected a map of strings, got {type(value).__name__}")
+    # The types of every key and value, collected in C (the common, valid case); the precise
+    # error only when that finds anything but `str`.
+    if not {*map(type, value), *map(type, value.values())} <= _ONLY_STR:
+        for k, v in value.items():
+            if not isinstance(k, str) or not isinstance(v, str):
+                raise InputError(where, f"{field_name}[{k!r}]", "keys and values must be strings")
+    return value
+
+
+def _owner_references(value: Any, where: str) -> tuple[OwnerReference, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise InputError(where, "metadata.ownerReferences", "expected a list")
+    refs = []
+    for i, ref in enumerate(value):
+        if not isinstance(ref, Mapping):
+            raise InputError(where, f"metadata.ownerReferences[{i}]", "expected an object")
+        refs.append(
+            OwnerReference(
+                api_version=str(ref.get("apiVersion", "")),
+                kind=str(ref.get("kind", "")),
+                name=str(ref.get("name", "")),
+                uid=str(ref.get("uid", "")),
+                controller=bool(ref.get("controller", False)),
+            )
+        )
+    return tuple(refs)
+
+
+@dataclass(frozen=True, slots=True)
+class FieldChange:
+    """One value the patch replaces, addressed from the object root."""
+
+    path: JsonPath
+    old: Any
+    new: Any
+
+
+@dataclass(frozen=True, slots=True)  # one per MachineSet, kept: no per-instance dict
+class BootImageDecision:
+    """What the planner decided for one MachineSet (SPEC section 2 and the `plan -o json` shape)."""
+
+    kind: str
+    namespace: str
+    name: str
+    action: Action
+    reason: str
+    message: str
+    platform: str | None = None
+    architecture: str | None = None
+    stream: str | None = None
+    field: str | None = None
+    current: Any = None
+    target: Any = None
+    current_release: str | None = None
+    target_release: str | None = None
+    changes: tuple[FieldChange, ...] = ()
+    # Not part of `plan -o json`: where the image lives (AWS region, GCP zone, Azure location) and
+    # which evidence gave `current_release` (see skew.record.ReleaseSource), for cloud lookups and skew.
+    location: str | None = None
+    current_release_source: str | None = None
+    # vSphere: the vCenter work behind the decision (vsphere.topology.TemplateWork): the names to
+    # look up and, on a patch, the template to build before (or instead of) the MachineSet patch.
+    template: TemplateWork | None = None
+    # Cluster API: the template to write before the infrastructureRef patch (capi.work.CapiWork).
+    capi: CapiWork | None = None
+    # Who updates this boot image (SPEC rule 2b; `manager` in `plan -o json`), why, and whether the
+    # MCO's controller would manage it but for our claim or the hand-over (manager.ManagerVerdict).
+    manager: Manager = Manager.OURS
+    manager_why: str = ""
+    taken_from_mco: bool = False
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    def to_json(self) -> dict[str, Any]:
+        """The `machineSets[]` entry of `plan -o json` (SPEC section 4), field names exact."""
+        return {
+            "namespace": self.namespace,
+            "name": self.name,
+            "kind": self.kind,
+            "platform": self.platform,
+            "architecture": self.architecture,
+            "stream": self.stream,
+            "manager": str(self.manager),
+            "action": str(self.action),
+            "reason": self.reason,
+            "message": self.message,
+            "field": self.field,
+            "current": _jsonable(self.current),
+            "target": _jsonable(self.target),
+            "currentRelease": self.current_release,
+            "targetRelease": self.target_release,
+        }
+
+
+def _jsonable(value: Any) -> Any:
+    # Values come from parsed JSON/YAML; a round trip guarantees plain types in the output.
+    return json.loads(json.dumps(value)) if value is not None else None
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why a planned patch must not be written (e.g. the user-data secret cannot be made spec 3)."""
+
+    reason: Reason
+    message: str
+
+
+def first_names(names: Sequence[str], limit: int) -> str:
+    """`a, b, c and 7 more`: a message names a few and counts the rest."""
+    more = len(names) - limit
+    return ", ".join(names[:limit]) + (f" and {more} more" if more > 0 else "")
+
+
+# Public names for the metadata parsers other object kinds reuse (capi.resources).
+parse_owner_references = _owner_references
+parse_string_map = _string_map

@@ -1,0 +1,152 @@
+"""Aleph files: the build id of the boot image a node was installed from.
+
+Formats (reference/stream-metadata.md section 5.1):
+
+- coreos-assembler (`create_disk.sh`, RHCOS up to the osbuild switch): `{"build", "ref",
+  "ostree-commit", "imgid"}`;
+- osbuild (`org.osbuild.ostree.aleph`, current RHCOS/FCOS): `{"version", "ref", "ostree-commit",
+  "osbuild-version", "container-image"?}`, at `/sysroot/.aleph-version.json` with the CoreOS path
+  `/sysroot/.coreos-aleph-version.json` a symlink to it;
+- bootc (`/sysroot/.bootc-aleph.json`): `{"version", "target-image", "digest", "kernel", ...}`.
+
+The build id is `version or build` (bootupd's rule: `version`, aliased to `build`).
+
+FCOS/OKD build ids (`32.20201002.dev.2`, `43.20260301.20.dev1`) are valid aleph files: `parse_aleph`
+accepts them and `aleph-report` annotates them as they are, because the annotation records a fact
+about the node, not a judgement. They are not RHCOS build ids, so the skew side
+(`record.summarize_alephs`) treats them as unknown and falls back to the install version.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from ...constants import ALEPH_FILE, BOOTC_ALEPH_FILE
+from ...errors import AlephError, VersionError
+from .versions import RhcosVersion, parse_rhcos_version
+
+# Real aleph files are under 4 KiB; refuse to load anything near a megabyte.
+MAX_ALEPH_BYTES = 1 << 20
+# Real build ids are under 40 characters; an annotation value should stay readable.
+MAX_BUILD_ID_LENGTH = 128
+# What a build id may contain: OSTree/OCI version characters, no spaces or control characters.
+_BUILD_ID_CHARS = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+~-]*", re.ASCII)
+# Keys only a bootc aleph has.
+_BOOTC_KEYS = frozenset({"target-image", "kernel", "digest", "selinux"})
+
+
+class AlephFormat(StrEnum):
+    COSA = "cosa"
+    OSBUILD = "osbuild"
+    BOOTC = "bootc"
+
+
+@dataclass(frozen=True)
+class AlephInfo:
+    """What an aleph file says: the build id, the format it came in, and its ref (if any)."""
+
+    build_id: str
+    format: AlephFormat
+    ref: str | None
+    source: str = ""
+
+    @property
+    def rhcos(self) -> RhcosVersion | None:
+        """The build id as an RHCOS version; None for FCOS and other non-RHCOS ids."""
+        try:
+            return parse_rhcos_version(self.build_id)
+        except VersionError:
+            return None
+
+
+def parse_aleph(text: str, source: str) -> AlephInfo:
+    """Parse an aleph file's text; raises `AlephError` naming `source` and the field."""
+    data = _load_object(text, source)
+    field, build_id = _build_id(data, source)
+    fmt = _format(data, field, source)
+    ref_key = "target-image" if fmt is AlephFormat.BOOTC else "ref"
+    ref = data.get(ref_key)
+    return AlephInfo(build_id, fmt, ref if isinstance(ref, str) and ref else None, source)
+
+
+def _load_object(text: str, source: str) -> dict[str, Any]:
+    if not isinstance(text, str):
+        raise AlephError(source, None, f"expected text, got {type(text).__name__}")
+    if len(text) > MAX_ALEPH_BYTES:
+        raise AlephError(source, None, f"{len(text)} characters is far too large for an aleph file")
+    try:
+        data = json.loads(text)
+    except RecursionError:
+        raise AlephError(source, None, "not JSON: nested too deeply") from None
+    except ValueError as exc:  # JSONDecodeError, and int() limits on huge numbers
+        raise AlephError(source, None, f"not JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise AlephError(source, None, f"expected a JSON object, got {type(data).__name__}")
+    return data
+
+
+def _build_id(data: dict[str, Any], source: str) -> tuple[str, str]:
+    for key in ("version", "build"):
+        value = data.get(key)
+        if value is None or value == "":
+            continue
+        if not isinstance(value, str):
+            raise AlephError(source, key, f"expected a string, got {type(value).__name__}")
+        value = value.strip()
+        if len(value) > MAX_BUILD_ID_LENGTH:
+            raise AlephError(source, key, f"{len(value)} characters is too long for a build id")
+        if not _BUILD_ID_CHARS.fullmatch(value):
+            raise AlephError(source, key, f"{value!r} is not a build id")
+        return key, value
+    raise AlephError(source, "version", "no build id: neither `version` nor `build` is set")
+
+
+def _format(data: dict[str, Any], field: str, source: str) -> AlephFormat:
+    if field == "build":
+        return AlephFormat.COSA
+    if Path(source).name == BOOTC_ALEPH_FILE or _BOOTC_KEYS & data.keys():
+        return AlephFormat.BOOTC
+    return AlephFormat.OSBUILD
+
+
+def read_aleph(sysroot_path: str | Path) -> AlephInfo:
+    """Read the node's aleph: `<dir>/.coreos-aleph-version.json`, else `<dir>/.bootc-aleph.json`.
+
+    `sysroot_path` is the sysroot directory (normally `/sysroot`) or a file. A file path is read as
+    given; when it is missing and named `.coreos-aleph-version.json`, the bootc file beside it is
+    tried (bootupd's order). Raises `AlephError` naming the file(s) when nothing usable is found.
+    """
+    path = Path(sysroot_path)
+    if path.is_dir():
+        candidates = [path / ALEPH_FILE, path / BOOTC_ALEPH_FILE]
+    elif path.name == ALEPH_FILE:
+        candidates = [path, path.with_name(BOOTC_ALEPH_FILE)]
+    else:
+        candidates = [path]
+    for candidate in candidates:
+        text = _read_text(candidate)
+        if text is not None:
+            return parse_aleph(text, str(candidate))
+    raise AlephError(" or ".join(str(c) for c in candidates), None, "no aleph file found")
+
+
+def _read_text(path: Path) -> str | None:
+    """The file's text; None when it does not exist (a dangling symlink counts as missing)."""
+    try:
+        with path.open("rb") as fh:
+            raw = fh.read(MAX_ALEPH_BYTES + 1)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise AlephError(str(path), None, f"cannot read: {exc.strerror or exc}") from None
+    if len(raw) > MAX_ALEPH_BYTES:
+        raise AlephError(str(path), None, "far too large for an aleph file")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise AlephError(str(path), None, f"not UTF-8 text: {exc.reason} at byte {exc.start}") from None

@@ -1,0 +1,162 @@
+"""One skew assessment from a cluster's objects and the planner's decisions (SPEC section 5).
+
+Shared by the daemon (after every pass) and `plan` (once), so both reach the same verdict on the
+same objects. Pure: the caller supplies objects and decisions, and writes the results.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ...constants import CAPI_KINDS, LABEL_OSSTREAM, MACHINESET_KIND, Action, Reason, SkewMode
+from ..cluster import ClusterObjects, control_plane_topology, is_control_plane_node, platform_of
+from ..context import ClusterFacts
+from ..enrollment import Enrollment, SelectionMode
+from ..golden import GoldenBootImages
+from ..model import BootImageDecision, get_path
+from ..planner import identify_boot_image
+from .policy import (
+    SkewEnforcementStatus,
+    SkewSetting,
+    cluster_version_minor,
+    effective_skew_mode,
+    install_version_from_cluster_version,
+    previous_status_of,
+)
+from .record import machineset_boot_image, min_aleph
+from .verdict import MachineSetSkewInput, SkewLimits, SkewVerdict, evaluate_skew
+from .versions import OcpVersion
+
+
+@dataclass(frozen=True)
+class SkewAssessment:
+    status: SkewEnforcementStatus  # what to write to status.bootImageSkewEnforcementStatus
+    verdict: SkewVerdict
+
+
+@dataclass(frozen=True)
+class PassResult:
+    """What the daemon achieved in a pass, for the Automatic record (reference 11.3)."""
+
+    skipped: int
+    errors: int
+    target_releases: tuple[str, ...]  # releases of the images the enrolled MachineSets now boot
+
+
+def assess_skew(
+    cluster: ClusterObjects,
+    enrollment: Enrollment,
+    machines: Sequence[tuple[BootImageDecision, Mapping[str, Any] | None]],
+    limits: SkewLimits,
+    *,
+    degraded: bool,
+    degraded_message: str,
+    golden: GoldenBootImages | None = None,
+    facts: ClusterFacts | None = None,
+    after_pass: PassResult | None = None,
+) -> SkewAssessment:
+    """Raises the project's InputError when `spec.bootImageSkewEnforcement` is invalid."""
+    mc = cluster.machine_configuration
+    setting = SkewSetting.from_machine_configuration(mc)
+    install_version = install_version_from_cluster_version(cluster.cluster_version)
+    status = effective_skew_mode(
+        setting,
+        # The planner's platform (Infrastructure's, or the one the providerSpecs name without it).
+        platform=facts.platform if facts is not None else platform_of(cluster.infrastructure),
+        control_plane_topology=control_plane_topology(cluster.infrastructure),
+        all_machinesets_enrolled=enrollment.machinesets.mode is SelectionMode.ALL,
+        install_version=install_version,
+        previous_status=previous_status_of(mc),
+    )
+    opted_out = _opted_out(enrollment, machines)
+    if status.mode is SkewMode.AUTOMATIC and opted_out:
+        # "Every MachineSet is enrolled" speaks of the machinesets manager's mode (openshift/api's
+        # rule for Automatic); say which ones an annotation opts out: they are judged by their own image.
+        status = replace(
+            status,
+            explanation=f"{status.explanation}; opted out by annotation (judged by their own boot image): "
+            + ", ".join(opted_out),
+        )
+    if after_pass is not None:
+        status = status.after_pass(
+            skipped=after_pass.skipped,
+            errors=after_pass.errors,
+            target_releases=after_pass.target_releases,
+            configmap_release_version=golden.release_version if golden else None,
+            install_version=install_version,
+        )
+    aleph = min_aleph(_annotations(n) for n in cluster.nodes if is_control_plane_node(n))
+    inputs = [
+        _skew_input(_evidence(decision, obj, golden, facts), obj, aleph, install_version)
+        for decision, obj in machines
+        if _judged(decision)
+    ]
+    verdict = evaluate_skew(
+        status, inputs, limits, degraded, degraded_message, cluster_version_minor(cluster.cluster_version)
+    )
+    return SkewAssessment(status, verdict)
+
+
+def _evidence(
+    decision: BootImageDecision,
+    obj: Mapping[str, Any] | None,
+    golden: GoldenBootImages | None,
+    facts: ClusterFacts | None,
+) -> BootImageDecision:
+    """Opted-out and foreign-owned MachineSets still scale up: identify what they boot anyway."""
+    if decision.kind != MACHINESET_KIND:
+        return decision
+    if decision.reason not in _IDENTIFIED_ANYWAY or None in (obj, golden, facts):
+        return decision
+    assert golden is not None and facts is not None
+    return identify_boot_image(obj, golden, facts)
+
+
+def _opted_out(
+    enrollment: Enrollment, machines: Sequence[tuple[BootImageDecision, Mapping[str, Any] | None]]
+) -> list[str]:
+    """MachineSets a per-object annotation opts out while the manager's mode is All."""
+    if enrollment.machinesets.mode is not SelectionMode.ALL:
+        return []
+    return sorted(
+        f"{d.namespace}/{d.name}" for d, _ in machines if d.kind == MACHINESET_KIND and d.reason == Reason.NOT_ENROLLED
+    )
+
+
+# Machine API MachineSets judged by their own boot image although not planned: opted out, owned
+# by someone else, or the Machine API side of a migrated pool (the migration keeps its providerSpec
+# in step with the Cluster API side).
+_IDENTIFIED_ANYWAY = frozenset({Reason.NOT_ENROLLED, Reason.OWNED_BY_OTHER, Reason.NOT_AUTHORITATIVE})
+# Cluster API objects whose pool is judged elsewhere: not enrolled (CAPI is opt-in; the Machine
+# API twin, if any, speaks for it), not authoritative, or managed by a judged MachineDeployment.
+_CAPI_NOT_JUDGED = frozenset({Reason.NOT_ENROLLED, Reason.NOT_AUTHORITATIVE, Reason.OWNED_BY_MACHINE_DEPLOYMENT})
+
+
+def _judged(decision: BootImageDecision) -> bool:
+    """Whether this object's boot image counts for skew (SPEC section 5)."""
+    if _unmanaged(decision):
+        return False
+    if decision.kind == MACHINESET_KIND:
+        return True
+    return decision.kind in CAPI_KINDS and decision.reason not in _CAPI_NOT_JUDGED
+
+
+def _unmanaged(decision: BootImageDecision) -> bool:
+    # Windows MachineSets boot no RHCOS: they cannot hold upgrades for RHCOS skew.
+    return decision.action is Action.SKIP and decision.reason == Reason.WINDOWS
+
+
+def _annotations(obj: Mapping[str, Any] | None) -> Mapping[str, str]:
+    value = get_path(obj, ("metadata", "annotations")) if obj is not None else None
+    return {k: v for k, v in value.items() if isinstance(v, str)} if isinstance(value, Mapping) else {}
+
+
+def _skew_input(
+    d: BootImageDecision, obj: Mapping[str, Any] | None, aleph: str | None, install_version: OcpVersion | None
+) -> MachineSetSkewInput:
+    labels = get_path(obj, ("metadata", "labels")) if obj is not None else None
+    label = labels.get(LABEL_OSSTREAM) if isinstance(labels, Mapping) else None
+    release = machineset_boot_image(_annotations(obj), d.current_release, d.current_release_source, aleph, install_version)
+    return MachineSetSkewInput(d.key, label if isinstance(label, str) else None, release)
