@@ -24,8 +24,10 @@ from .constants import (
     CONFIG_GROUP,
     CONFIG_VERSION,
     DEFAULT_CLUSTER_OPERATOR,
+    MACHINE_API_GROUP,
     MACHINECONFIGURATION_NAME,
     MACHINECONFIGURATION_PLURAL,
+    MACHINESET_PLURAL,
     MERGE_PATCH,
     OPERATOR_GROUP,
     OPERATOR_VERSION,
@@ -204,6 +206,24 @@ class CustomObjectsApiLike(Protocol):
 class _McDesired:
     conditions: tuple[Condition, ...]
     skew_status: Mapping[str, Any] | None
+
+
+# What Automatic skew enforcement implies (SPEC section 5: every Machine API MachineSet enrolled).
+ALL_MACHINESETS: Mapping[str, Any] = {
+    "resource": MACHINESET_PLURAL, "apiGroup": MACHINE_API_GROUP, "selection": {"mode": "All"},
+}
+
+
+def _needs_boot_image_config(obj: Mapping[str, Any], skew_status: Mapping[str, Any]) -> bool:
+    """OpenShift refuses an Automatic skew status on a MachineConfiguration that has neither
+    `spec.managedBootImages` nor `status.managedBootImagesStatus` ("when skew enforcement is in
+    Automatic mode, a boot image configuration is required"). That is a cluster where the defaults
+    apply and no MCO wrote its validated copy: the status then says which default we act on. It is
+    only ever filled in where absent, never rewritten (where present it is the MCO's)."""
+    if skew_status.get("mode") != "Automatic":
+        return False
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    return spec.get("managedBootImages") is None and status.get("managedBootImagesStatus") is None
 
 
 def _canonical(value: Any) -> str:
@@ -448,6 +468,8 @@ class StatusWriter:
             diff = merge_patch_diff(status.get("bootImageSkewEnforcementStatus"), desired.skew_status)
             if diff is not _SAME:
                 patch["bootImageSkewEnforcementStatus"] = diff
+                if _needs_boot_image_config(obj, desired.skew_status):
+                    patch["managedBootImagesStatus"] = {"machineManagers": [dict(ALL_MACHINESETS)]}
         if not patch:
             return None
         rv = (obj.get("metadata") or {}).get("resourceVersion")

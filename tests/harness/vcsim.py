@@ -13,7 +13,9 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import random
 import select
+import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -71,13 +73,30 @@ class Vcsim:
         return self.host
 
 
+# OpenShift's Infrastructure accepts a vCenter port up to 32767 (openshift/api, the test CRD too):
+# vcsim listens below it, where the kernel's ephemeral range (32768 and up) does not hand it out.
+PORTS = range(20000, 32768)
+
+
+def _free_port() -> int:
+    for _ in range(50):
+        port = random.choice(PORTS)
+        with contextlib.closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise VcsimUnavailable("no free port below 32768 for vcsim")
+
+
 @contextlib.contextmanager
 def running_vcsim(workdir: Path) -> Iterator[Vcsim]:
     binary = locate_vcsim()
     log = workdir / "vcsim.log"
     with log.open("wb") as errors:
         proc = subprocess.Popen(
-            [str(binary), "-username", USERNAME, "-password", PASSWORD],
+            [str(binary), "-username", USERNAME, "-password", PASSWORD, "-listen", f"127.0.0.1:{_free_port()}"],
             stdout=subprocess.PIPE,
             stderr=errors,
             preexec_fn=_die_with_parent_hook(),

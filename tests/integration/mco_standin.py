@@ -71,6 +71,9 @@ class StandInMco:
                  "message": "0 Degraded MAPI MachineSets", "lastTransitionTime": NOW},
             ],
             "bootImageSkewEnforcementStatus": {"mode": "Automatic", "automatic": {"ocpVersion": record}},
+            # The operator's validated copy of the enrollment; OpenShift refuses Automatic without one.
+            "managedBootImagesStatus": {"machineManagers": [
+                {"resource": "machinesets", "apiGroup": "machine.openshift.io", "selection": {"mode": "All"}}]},
         }
         await kube_request(self.api, "PATCH", MC_STATUS, {"status": status}, content_type=MERGE_PATCH)
 

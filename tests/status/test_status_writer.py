@@ -348,3 +348,28 @@ async def test_skew_status_given_as_a_merge_patch_converges(
     fresh.set_machineconfiguration(conditions(1), {**manual, "automatic": None})
     await fresh.flush()
     assert len(api.patches) == patches
+
+
+async def test_an_automatic_skew_status_brings_the_boot_image_config_openshift_requires(
+    writer: StatusWriter, api: FakeCustomObjects, clock: FakeClock
+) -> None:
+    """OpenShift refuses Automatic on a MachineConfiguration with neither spec.managedBootImages nor
+    status.managedBootImagesStatus (its CEL rule, now in the test CRD too): the default we act on
+    goes with it, once, and never over one that is there."""
+    automatic = {"mode": "Automatic", "automatic": {"ocpVersion": "4.16.0"}}
+    writer.set_machineconfiguration(conditions(1), automatic)
+    await clock.advance(1)
+    assert api.status(*MC)["managedBootImagesStatus"] == {"machineManagers": [
+        {"resource": "machinesets", "apiGroup": "machine.openshift.io", "selection": {"mode": "All"}}]}
+    mcos_own = {"machineManagers": [{"resource": "machinesets", "apiGroup": "machine.openshift.io",
+                                     "selection": {"mode": "All"}},
+                                    {"resource": "controlplanemachinesets", "apiGroup": "machine.openshift.io",
+                                     "selection": {"mode": "None"}}]}
+    api.status(*MC)["managedBootImagesStatus"] = mcos_own
+    writer.set_machineconfiguration(conditions(2), {"mode": "Automatic", "automatic": {"ocpVersion": "4.22.0"}})
+    await clock.advance(1)
+    assert api.status(*MC)["managedBootImagesStatus"] == mcos_own
+    assert "managedBootImagesStatus" not in api.patches[-1][2]["status"]
+    writer.set_machineconfiguration(conditions(3), {"mode": "Manual", "manual": {"mode": "OCPVersion", "ocpVersion": "4.16.0"}})
+    await clock.advance(1)
+    assert "managedBootImagesStatus" not in api.patches[-1][2]["status"]
