@@ -69,8 +69,12 @@ from .writer import MachineSetWriter
 log = structlog.get_logger(__name__)
 
 SYNC_TIMEOUT = 120.0
-# On SIGTERM the leader drains its queue and writes its last status and events within this.
-SHUTDOWN_GRACE = 20.0
+# SIGTERM to exit, within Kubernetes' patience and well within a drain's: the reconciles in flight
+# finish (or are abandoned: a JSON patch carries its resourceVersion test, so it landed whole or not
+# at all), then the last status and Events, then the Lease is released. Under 10 s in all.
+IN_FLIGHT_GRACE = 4.0
+LAST_WORDS_GRACE = 3.0
+SHUTDOWN_GRACE = IN_FLIGHT_GRACE + LAST_WORDS_GRACE + 1.0
 EVENT_FLUSH_MIN = 30.0
 
 
@@ -243,7 +247,7 @@ async def _control_plane_topology(api: Any) -> str | None:
 
 
 async def _flush(writer: StatusWriter | None, events: EventLane | None, qps: float) -> None:
-    """The leader's last writes: the status, then every pending Event within the QPS budget."""
+    """`--once`'s last writes: the status, then every pending Event within the QPS budget."""
     if writer is not None:
         await writer.flush()
     if events is None:
@@ -252,6 +256,19 @@ async def _flush(writer: StatusWriter | None, events: EventLane | None, qps: flo
     # events at exit is what --once used to do at the default --qps.
     budget = EVENT_FLUSH_MIN + (events.pending / qps * 1.5 if qps > 0 else 0.0)
     await events.flush(budget)
+
+
+async def _last_words(writer: StatusWriter | None, events: EventLane | None, budget: float) -> None:
+    """SIGTERM: the last status and the pending Events, within `budget` seconds; what does not
+    fit is dropped (and counted by the Event lane), never waited for."""
+    deadline = asyncio.get_running_loop().time() + budget
+    if writer is not None:
+        try:
+            await asyncio.wait_for(writer.flush(), budget)
+        except TimeoutError:
+            log.warning("last status not written within the shutdown budget", budget=budget)
+    if events is not None:
+        await events.flush(max(0.0, deadline - asyncio.get_running_loop().time()))
 
 
 async def _once(
@@ -390,16 +407,28 @@ async def _serve(
         parts.loop.enqueue_all()
         # Finite: it is cancelled when the workers stop; an exception from it is still a failure.
         resync = supervisor.spawn(_resync(parts.loop.enqueue_all, resync_period), "resync", finite=True)
+        workers = loop.create_task(run_workers(queue, parts.loop.reconcile, concurrency), name="workers")
         try:
-            await run_workers(queue, parts.loop.reconcile, concurrency)
+            await asyncio.wait({workers, stopped}, return_when=asyncio.FIRST_COMPLETED)
+            if not workers.done():
+                # SIGTERM: the keys not started are the next leader's; the ones in flight get
+                # IN_FLIGHT_GRACE, then are cancelled.
+                queue.shutdown(drain=False)
+                await asyncio.wait({workers}, timeout=IN_FLIGHT_GRACE)
+                if not workers.done():
+                    log.warning("reconciles still in flight at shutdown; abandoned", grace=IN_FLIGHT_GRACE)
+                    workers.cancel()
+                await asyncio.gather(workers, return_exceptions=True)
+            else:
+                workers.result()  # an exception from the workers is the election's end, and the exit code
         finally:
             resync.cancel()
-        # The queue was shut down (SIGTERM) and drained: the last words, while still leading.
-        # No rate-based extension of the Event budget here (qps 0.0): SHUTDOWN_GRACE bounds it.
-        await _flush(writer, events, 0.0)
+            workers.cancel()
+        # The last words, while still leading.
+        await _last_words(writer, events, LAST_WORDS_GRACE)
 
-    election = loop.create_task(elector.run(lead), name="leader-election")
     stopped = loop.create_task(stop.wait(), name="signal-wait")
+    election = loop.create_task(elector.run(lead), name="leader-election")
     failed = loop.create_task(supervisor.failed.wait(), name="supervision-wait")
     await asyncio.wait({election, stopped, failed}, return_when=asyncio.FIRST_COMPLETED)
     supervisor.stopping()
@@ -411,9 +440,9 @@ async def _serve(
         code = 1  # the supervisor logged which task ended and why
     else:
         log.info("shutting down")
-        queue.shutdown()
         if elector.is_leader:
             await asyncio.wait({election}, timeout=SHUTDOWN_GRACE)
+        queue.shutdown()
     await elector.release()  # cancels the election if it still runs
     for task in (election, stopped, failed):
         task.cancel()

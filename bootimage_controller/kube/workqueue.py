@@ -225,9 +225,15 @@ class WorkQueue:
             self._queue.append(key)
             self._wakeup.set()
 
-    def shutdown(self) -> None:
-        """Accept no more keys, drop delayed adds, wake getters; queued keys still drain."""
+    def shutdown(self, *, drain: bool = True) -> None:
+        """Accept no more keys, drop delayed adds, wake getters. Queued keys still drain, unless
+        `drain` is False (SIGTERM: only the keys being processed finish; the rest are the next
+        leader's, which plans every key on start)."""
         self._shutting_down = True
+        if not drain:
+            self._queue.clear()
+            self._dirty.clear()
+            self._queued_at.clear()
         for _, handle in self._waiting.values():
             handle.cancel()
         self._waiting.clear()
