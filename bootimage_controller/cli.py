@@ -351,6 +351,9 @@ def _add_cloud_endpoints(p: argparse.ArgumentParser) -> None:
                    help="CA bundle trusted for vCenter, besides the system store (e.g. the cluster's trusted CA bundle)")
     p.add_argument("--vsphere-insecure", action="store_true",
                    help="do not verify vCenter's TLS certificate (tests only; logged as a warning)")
+    p.add_argument("--vsphere-port", type=int, default=443, metavar="PORT",
+                   help="vCenter port when the Infrastructure lists no vCenter (clusters installed before "
+                        "failure domains; default 443)")
     p.add_argument("--ova-mirror", default=os.environ.get(ENV_OVA_MIRROR) or None, metavar="URL",
                    help="fetch the stream's OVAs from this mirror (replaces the URL up to its last '/'; "
                         f"env {ENV_OVA_MIRROR})")

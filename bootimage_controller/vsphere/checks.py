@@ -34,7 +34,7 @@ from ..kube.errors import ApiError, NotFound, ServerError, TooManyRequests
 from ..kube.retry import api_call
 from .ova import DEFAULT_MAX_BYTES, OvaCache
 from .refresh import Guard, RefreshOutcome, TemplateRefresher, VCenterClient
-from .vcenter import VCenterError, VCenterLogin, VCenterSession
+from .vcenter import InventoryMissing, VCenterError, VCenterLogin, VCenterSession
 
 log = structlog.get_logger(__name__)
 
@@ -48,6 +48,7 @@ class VSphereOptions:
     ova_cache_max_bytes: int = DEFAULT_MAX_BYTES
     concurrency: int = 2  # templates refreshed at once
     timeout: float = 120.0  # one vCenter call
+    default_port: int = 443  # a vCenter the Infrastructure does not list (installed before failure domains)
 
     @classmethod
     def from_args(cls, args: Any) -> VSphereOptions:
@@ -58,6 +59,7 @@ class VSphereOptions:
             insecure=args.vsphere_insecure,
             ova_mirror=args.ova_mirror,
             ova_cache_dir=Path(args.ova_cache_dir),
+            default_port=int(getattr(args, "vsphere_port", 443)),
         )
 
 
@@ -157,7 +159,7 @@ class VSphereChecks:
     async def lookup(self, work: TemplateWork, target_release: str | None = None) -> CloudFacts:
         await self._refresh_credentials()
         p = work.placement
-        login = self._login_for(p.server, p.port)
+        login = self._login_for(p.server, p.port or self.options.default_port)
         if isinstance(login, str):
             return CloudFacts(vcenters_unavailable={p.server: login})
         keys = [TemplateKey(p.server, p.datacenter, p.folder, name) for name in work.names]
@@ -170,6 +172,8 @@ class VSphereChecks:
             client = self._client(login)
             try:
                 found = await client.call(client.session.find, p.datacenter, p.folder, work.names)
+            except InventoryMissing as exc:
+                return CloudFacts(inventory_missing=dict.fromkeys(keys, (exc.what, exc.path)))
             except VCenterError as exc:
                 return CloudFacts(template_errors=dict.fromkeys(keys, str(exc)))
             self._found[memo_key] = (now, found)
@@ -191,7 +195,7 @@ class VSphereChecks:
     async def refresh(self, work: TemplateRefresh, guard: Guard) -> RefreshOutcome:
         """Raises `VCenterError`, `ova.OvaError` or `WriteRefused` (see `refresh.TemplateRefresher`)."""
         await self._refresh_credentials()
-        login = self._login_for(work.placement.server, work.placement.port)
+        login = self._login_for(work.placement.server, work.placement.port or self.options.default_port)
         if isinstance(login, str):
             raise VCenterError(login)
         # Its own session: an upload holds its session for minutes, and the lookups of every other

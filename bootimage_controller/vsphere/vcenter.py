@@ -35,6 +35,15 @@ TASK_POLL = 0.2
 UPLOAD_BLOCK = 1 << 20
 
 
+class InventoryMissing(Exception):
+    """A placement's datacenter or folder does not exist in vCenter: the MachineSet names nothing
+    there (an `error` naming the field, not an outage to retry)."""
+
+    def __init__(self, what: str, path: str, server: str) -> None:
+        self.what, self.path = what, path
+        super().__init__(f"{what} {path} does not exist in vCenter {server}")
+
+
 class VCenterError(Exception):
     """A vCenter call failed; the message says which and why (no secrets)."""
 
@@ -152,9 +161,14 @@ class VCenterSession:
         from pyVmomi import vim, vmodl
 
         with self.calls(f"list VMs in datacenter {datacenter}"):
-            dc = self._by_path(datacenter)
-            folder_obj = self.si.content.searchIndex.FindByInventoryPath(clean_path(folder).lstrip("/"))
-            folder_id = folder_obj._moId if folder_obj is not None else None
+            index = self.si.content.searchIndex
+            dc = index.FindByInventoryPath(clean_path(datacenter).lstrip("/"))
+            if dc is None:
+                raise InventoryMissing("datacenter", datacenter, self.login.server)
+            folder_obj = index.FindByInventoryPath(clean_path(folder).lstrip("/"))
+            if folder_obj is None:
+                raise InventoryMissing("folder", folder, self.login.server)
+            folder_id = folder_obj._moId
             view = self.si.content.viewManager.CreateContainerView(dc.vmFolder, [vim.VirtualMachine], True)
             try:
                 pc = vmodl.query.PropertyCollector

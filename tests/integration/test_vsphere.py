@@ -405,3 +405,51 @@ async def test_a_template_the_controller_built_is_replaced_release_after_release
     writes = _writes()
     assert await once(kube_cluster, world) == 0
     assert _writes() == writes and inventory(world.sim) == vms, "the settled pass changed nothing"
+
+
+# ---- legacy clusters: no failure domains in the Infrastructure (issue 25, item 3) -----------------
+
+LEGACY_NAME = f"{INFRA}-rhcos"  # what the installer of 4.12 and before named the template
+
+
+def legacy_infrastructure() -> dict[str, Any]:
+    """A cluster installed before failure domains: the Infrastructure names no vCenter at all (the
+    vCenter is in the cloud provider config and the credentials Secret's keys). vcsim listens on a
+    port of its own, which `--vsphere-port` gives (443 on a real vCenter)."""
+    infra = infrastructure("VSphere", infrastructure_name=INFRA)
+    infra["spec"]["platformSpec"] = {"type": "VSphere"}
+    return infra
+
+
+async def test_a_legacy_cluster_places_the_template_from_the_workspace(
+    kube_cluster: TestCluster, kube_api: Any, world: World
+) -> None:
+    old_moid = import_template(world.sim, world.ovas.directory / "old.ova", LEGACY_NAME, FOLDER, OLD)
+    await arrange(kube_api, world, vsphere_machineset(world.sim, "workers", LEGACY_NAME))
+    await apply(kube_api, legacy_infrastructure())
+    before = await list_machinesets(kube_api)
+
+    assert await once(kube_cluster, world, "--vsphere-port", str(world.sim.port)) == 0
+    vms = inventory(world.sim)
+    assert LEGACY_NAME in vms and vms[LEGACY_NAME][0] != old_moid, "replaced where the workspace says"
+    _, folder, is_template, annotation = vms[LEGACY_NAME]
+    assert (folder, is_template, release_in(annotation)) == ("infra1", True, NEW)
+    assert not [n for n in vms if n.startswith("bic-")], "no temporary VM is left"
+    after = await list_machinesets(kube_api)
+    assert after["workers"]["metadata"]["resourceVersion"] == before["workers"]["metadata"]["resourceVersion"]
+
+
+async def test_a_legacy_workspace_that_names_nothing_in_vcenter_is_an_error_naming_the_field(
+    kube_cluster: TestCluster, kube_api: Any, world: World
+) -> None:
+    import_template(world.sim, world.ovas.directory / "old.ova", LEGACY_NAME, FOLDER, OLD)
+    await arrange(kube_api, world, vsphere_machineset(world.sim, "lost", LEGACY_NAME, datacenter="DC9"))
+    await apply(kube_api, legacy_infrastructure())
+
+    assert await once(kube_cluster, world, "--vsphere-port", str(world.sim.port)) == 1, "Degraded: the pass did not complete cleanly"
+    mc = await get_object(kube_api, machine_configuration())
+    assert mc is not None
+    degraded = next(c for c in mc["status"]["conditions"] if c["type"] == "BootImageUpdateDegraded")
+    assert degraded["status"] == "True"
+    assert "workspace.datacenter" in degraded["message"] and "DC9" in degraded["message"], degraded["message"]
+    assert LEGACY_NAME in inventory(world.sim), "nothing in vCenter was touched"

@@ -75,6 +75,8 @@ class CloudFacts:
     templates: Mapping[TemplateKey, TemplateVm | None] = field(default_factory=dict)
     template_errors: Mapping[TemplateKey, str] = field(default_factory=dict)
     vcenters_unavailable: Mapping[str, str] = field(default_factory=dict)
+    # A placement's datacenter or folder that vCenter does not have: (what, path), e.g. ("folder", "/DC0/vm/x").
+    inventory_missing: Mapping[TemplateKey, tuple[str, str]] = field(default_factory=dict)
 
     def image(self, key: ImageKey) -> CloudImage | None:
         return self.images.get(key)

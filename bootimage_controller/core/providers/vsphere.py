@@ -20,6 +20,7 @@ with current/target filled, so `plan` still shows the target release. `current`/
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ...constants import Platform, Reason
@@ -92,7 +93,8 @@ class VSphereRules:
             network=read.string("network", "devices", 0, "networkName"),
         )
         work = TemplateWork(placement, tuple(dict.fromkeys((template, name))))
-        return _Decide(ctx, who, field, template, release, work, refresh).outcome()
+        return _Decide(ctx, who, field, template, release, work, refresh,
+                       lambda what: read.path("workspace", what)).outcome()
 
 
 class _Decide:
@@ -100,10 +102,11 @@ class _Decide:
 
     def __init__(
         self, ctx: RuleContext, who: str, field: Any, template: str, release: str, work: TemplateWork,
-        refresh: TemplateRefresh,
+        refresh: TemplateRefresh, workspace_path: Callable[[str], Any],
     ) -> None:
         self.ctx, self.who, self.field, self.template, self.release = ctx, who, field, template, release
         self.work, self.refresh, self.p = work, refresh, work.placement
+        self.workspace_path = workspace_path
 
     def outcome(self) -> RuleOutcome:
         cloud = self.ctx.facts.cloud
@@ -114,6 +117,15 @@ class _Decide:
         if server in cloud.vcenters_unavailable:
             return _offline(self.who, self.field, self.template, self.release, server, self.work,
                             cloud.vcenters_unavailable[server])
+        missing = cloud.inventory_missing.get(self._key(self.template))
+        if missing is not None:
+            what, path = missing
+            return Failure(
+                Reason.INVALID_PROVIDER_SPEC,
+                f"{self.who}: {self.p.field_of(what)} {path} names nothing in vCenter {server}: no template "
+                "can be looked up or built there",
+                self.workspace_path(what),
+            )
         for name in self.work.names:
             error = cloud.template_errors.get(self._key(name))
             if error is not None:

@@ -13,6 +13,11 @@ resource pool (`topology.resourcePool`, else `<topology.computeCluster>/Resource
 `workspace.vmGroup` when the workspace names one. Paths are compared cleaned (`//` and a trailing
 `/` removed); a datastore given by name alone matches a path ending in that name. More than one
 match takes the first in the Infrastructure's order (the installer never writes two alike).
+
+Clusters installed before failure domains (4.12 and older) have none in the Infrastructure, often
+no vCenter either. The MCO skips them; here the workspace alone places the template (its server,
+datacenter, datastore, resource pool and folder), under the name that installer gave it,
+`<infrastructureName>-rhcos`, on the vCenter the credentials Secret has keys for.
 """
 
 from __future__ import annotations
@@ -68,10 +73,10 @@ class VSphereTopology:
             return None
         platform_spec = _mapping(_mapping(infrastructure.get("spec")).get("platformSpec"))
         vsphere = platform_spec.get("vsphere")
-        if vsphere is None:
-            return None
         infra_name = _mapping(infrastructure.get("status")).get("infrastructureName")
         infra_name = infra_name if isinstance(infra_name, str) and infra_name else None
+        if vsphere is None:
+            return cls(infra_name)  # installed before failure domains (`legacy`)
         try:
             return cls(infra_name, _vcenters(vsphere), _failure_domains(vsphere))
         except _Malformed as exc:
@@ -79,6 +84,11 @@ class VSphereTopology:
 
     def vcenter(self, server: str) -> VCenter | None:
         return next((v for v in self.vcenters if v.server == server), None)
+
+    @property
+    def legacy(self) -> bool:
+        """Installed before failure domains: the workspace alone places the template."""
+        return not self.failure_domains
 
 
 @dataclass(frozen=True)
@@ -103,8 +113,15 @@ class TemplatePlacement:
     folder: str  # inventory path, e.g. /DC0/vm/infra-id
     datastore: str
     resource_pool: str
-    failure_domain: str
+    failure_domain: str  # "" when the workspace alone placed it (`VSphereTopology.legacy`)
     computed_name: str | None  # None without status.infrastructureName
+
+    def field_of(self, what: str) -> str:
+        """Where an inventory path of this placement comes from, for a message an admin acts on:
+        `workspace.folder`, or the failure domain's `topology.folder`."""
+        if not self.failure_domain:
+            return f"workspace.{what}"
+        return f"workspace.{what} or {INFRASTRUCTURE} failure domain {self.failure_domain} topology.{what}"
 
 
 @dataclass(frozen=True)
@@ -120,6 +137,8 @@ def resolve_placement(topology: VSphereTopology, ws: Workspace) -> TemplatePlace
         return PlacementError(topology.problem, "workspace")
     if not ws.server:
         return PlacementError("workspace.server is empty: cannot tell which vCenter holds the template", "workspace.server")
+    if topology.legacy:
+        return _from_workspace(topology, ws)
     vcenter = topology.vcenter(ws.server)
     if vcenter is None:
         known = ", ".join(v.server for v in topology.vcenters) or "none"
@@ -148,6 +167,37 @@ def resolve_placement(topology: VSphereTopology, ws: Workspace) -> TemplatePlace
         resource_pool=pool,
         failure_domain=domain.name,
         computed_name=computed,
+    )
+
+
+def _from_workspace(topology: VSphereTopology, ws: Workspace) -> TemplatePlacement | PlacementError:
+    """No failure domains: the workspace names every part of the placement itself."""
+    assert ws.server
+    for field, value in (("datacenter", ws.datacenter), ("datastore", ws.datastore), ("resourcePool", ws.resource_pool)):
+        if not value:
+            return PlacementError(
+                f"workspace.{field} is empty, and {INFRASTRUCTURE} names no failure domain to take it from "
+                "(a cluster installed before failure domains: the workspace alone places the template)",
+                f"workspace.{field}",
+            )
+    assert ws.datacenter and ws.datastore and ws.resource_pool
+    vcenter = topology.vcenter(ws.server)
+    if topology.vcenters and vcenter is None:
+        known = ", ".join(v.server for v in topology.vcenters)
+        return PlacementError(
+            f"workspace.server {ws.server} is not one of the vCenters in {INFRASTRUCTURE} "
+            f"spec.platformSpec.vsphere.vcenters ({known})",
+            "workspace.server",
+        )
+    return TemplatePlacement(
+        server=ws.server,
+        port=vcenter.port if vcenter is not None else 0,  # 0: not named; the vSphere checks' default port
+        datacenter=ws.datacenter.strip("/"),
+        folder=clean_path(ws.folder or f"/{ws.datacenter.strip('/')}/vm"),
+        datastore=ws.datastore,
+        resource_pool=clean_path(ws.resource_pool),
+        failure_domain="",
+        computed_name=f"{topology.infrastructure_name}-rhcos" if topology.infrastructure_name else None,
     )
 
 
