@@ -44,12 +44,15 @@ from .core.claims import JsonPatch, boot_image_patch, release_patch
 from .core.model import BootImageDecision
 from .kube.client import send_and_discard
 from .kube.errors import ApiError, Conflict, NotFound, conflict
-from .kube.retry import api_call
+from .kube.retry import api_call, retry_on_conflict
 
 log = structlog.get_logger(__name__)
 
 # Reads of the claim holder before giving up on a race with another writer (the reconcile retries).
 HOLDER_ATTEMPTS = 5
+
+
+_MISSING = object()  # the holder was not found: create it
 
 
 @dataclass(frozen=True)
@@ -79,33 +82,46 @@ class MachineSetWriter:
         create (409) or the finalizer patch (a failed `test`) reads it again and uses what the
         other one wrote.
         """
-        for _ in range(HOLDER_ATTEMPTS):
+        last: Any = _MISSING
+
+        async def read() -> Any:
+            nonlocal last
             try:
-                cm = await api_call(
+                last = await api_call(
                     lambda: self.core.read_namespaced_config_map(CLAIM_HOLDER_NAME, self.holder_namespace),
                     what="get claim holder",
                 )
             except NotFound:
-                created = await self._create_holder()
-                if created is None:
-                    continue  # created concurrently: read that one
-                return created
-            meta = cm.metadata
-            if meta.deletion_timestamp is not None:
-                return Holder(meta.uid, deleting=True)
-            if CLAIM_FINALIZER not in (meta.finalizers or []):
-                ops: JsonPatch = [
-                    {"op": "test", "path": "/metadata/resourceVersion", "value": meta.resource_version},
-                    {"op": "add", "path": "/metadata/finalizers", "value": [*(meta.finalizers or []), CLAIM_FINALIZER]},
-                ]
-                try:
-                    await self._patch_holder(ops)
-                except (Conflict, NotFound):
-                    continue  # changed (or went) under us: read it again
-            return Holder(meta.uid, deleting=False)
-        raise conflict("claim holder", f"kept changing under us ({HOLDER_ATTEMPTS} reads); tried again later")
+                last = _MISSING
+            return last
 
-    async def _create_holder(self) -> Holder | None:
+        async def plan(cm: Any) -> JsonPatch | None:
+            if cm is _MISSING:
+                return []  # create it
+            meta = cm.metadata
+            if meta.deletion_timestamp is not None or CLAIM_FINALIZER in (meta.finalizers or []):
+                return None  # usable as it is (or being deleted: the caller waits)
+            return [
+                {"op": "test", "path": "/metadata/resourceVersion", "value": meta.resource_version},
+                {"op": "add", "path": "/metadata/finalizers", "value": [*(meta.finalizers or []), CLAIM_FINALIZER]},
+            ]
+
+        async def write(cm: Any, ops: JsonPatch) -> Holder:
+            if not ops:
+                return await self._create_holder()  # Conflict: created concurrently, read that one
+            try:
+                await self._patch_holder(ops)
+            except NotFound:
+                raise conflict("claim holder", "deleted while its finalizer was restored") from None
+            return Holder(cm.metadata.uid, deleting=False)
+
+        made = await retry_on_conflict(read, plan, write, what="claim holder", attempts=HOLDER_ATTEMPTS)
+        if made is not None:
+            return made
+        meta = last.metadata
+        return Holder(meta.uid, deleting=meta.deletion_timestamp is not None)
+
+    async def _create_holder(self) -> Holder:
         body = {
             "apiVersion": "v1",
             "kind": "ConfigMap",
@@ -121,13 +137,9 @@ class MachineSetWriter:
             },
             "data": {},
         }
-        try:
-            cm = await api_call(
-                lambda: self.core.create_namespaced_config_map(self.holder_namespace, body),
-                what="create claim holder",
-            )
-        except Conflict:  # created concurrently: the caller reads that one
-            return None
+        cm = await api_call(
+            lambda: self.core.create_namespaced_config_map(self.holder_namespace, body), what="create claim holder"
+        )
         log.info("claim holder created", name=CLAIM_HOLDER_NAME, uid=cm.metadata.uid)
         return Holder(cm.metadata.uid, deleting=False)
 
