@@ -17,6 +17,24 @@ python3 -m venv .venv
 # seconds, or built from Go modules the first time (10-15 minutes on 2 cores, a progress line at least
 # every 30 s; tests/harness/cluster.py, hack/build-kube-from-modules.sh).
 .venv/bin/python tests/harness/cluster.py --prepare
+# The soak (6 minutes of a settled fleet, tests/soak) waits more than it works: with no arguments it
+# runs beside the suite, in a pytest process and a control plane of its own.
+soak_pid=""
+if [ "$#" -eq 0 ]; then
+  soak_log="$(mktemp)"
+  .venv/bin/python -m pytest -q -p no:cacheprovider --soak tests/soak >"$soak_log" 2>&1 &
+  soak_pid=$!
+fi
 # Two workers (one file at a time each, each with its own loopback control plane): most integration
 # tests wait on a server, so the suite takes about half the time on 2 cores.
-exec .venv/bin/python -m pytest -q -p no:cacheprovider -n 2 --dist loadfile "$@"
+rc=0
+.venv/bin/python -m pytest -q -p no:cacheprovider -n 2 --dist loadfile "$@" || rc=$?
+if [ -n "$soak_pid" ]; then
+  soak_rc=0
+  wait "$soak_pid" || soak_rc=$?
+  echo "--- the soak (tests/soak, beside the suite):"
+  cat "$soak_log"
+  rm -f "$soak_log"
+  if [ "$rc" -eq 0 ]; then rc=$soak_rc; fi
+fi
+exit "$rc"

@@ -92,3 +92,21 @@ def _around(text: str) -> str:
 def assert_no_traceback(log_text: str, where: str = "daemon log") -> None:
     assert TRACEBACK not in log_text, f"{where} has a traceback:\n{_around(log_text)}"
 # ==== end of section: no traceback in any daemon log ================================================
+
+
+# ==== section: the soak (tests/soak) =================================================================
+# Minutes of waiting on a settled fleet: deselected unless `--soak` is given; hack/test.sh runs it
+# beside the rest of the suite, in a pytest process (and a control plane) of its own.
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--soak", action="store_true", help="run the soak tests (tests/soak) too")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--soak"):
+        return
+    soak = [item for item in items if item.get_closest_marker("soak") is not None]
+    if soak:
+        config.hook.pytest_deselected(items=soak)
+        items[:] = [item for item in items if item.get_closest_marker("soak") is None]
