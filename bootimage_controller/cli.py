@@ -677,4 +677,5 @@ def _downgrade(args: argparse.Namespace, prepared: PreparedPlan) -> tuple[str | 
 
 
 def _terminal_width() -> int:
-    return min(shutil.get_terminal_size((100, 24)).columns, 120)
+    """The terminal's columns: the table fills them (prose is wrapped at 120 at most: plan_output)."""
+    return shutil.get_terminal_size((100, 24)).columns

@@ -19,6 +19,8 @@ from typing import Any
 import yaml
 
 from .constants import (
+    CAPI_MACHINEDEPLOYMENT,
+    CAPI_MACHINESET,
     CPMS_KIND,
     CPMS_VERSION,
     MACHINE_API_GROUP,
@@ -28,8 +30,10 @@ from .constants import (
     Manager,
 )
 from .core.claims import change_ops
+from .core.index import PublishedImageIndex
 from .core.model import BootImageDecision
 from .core.patching import apply_changes
+from .core.skew.record import ReleaseSource
 from .errors import InputError
 
 PLAN_KIND = "BootImagePlan"
@@ -103,9 +107,13 @@ _SUMMARY_WORDS = (
 )
 
 
+# Prose (details, skew, inputs) is wrapped at this width at most: longer lines are hard to read.
+PROSE_WIDTH = 120
+
+
 def render_table(report: PlanReport, width: int = 100, style: TableStyle | None = None) -> str:
     style = style or TableStyle()
-    width = max(60, width)
+    width = min(max(60, width), PROSE_WIDTH)
     lines: list[str] = []
     if report.decisions:
         lines.extend(_rows(report.decisions, style))
@@ -122,11 +130,28 @@ def render_table(report: PlanReport, width: int = 100, style: TableStyle | None 
     return "\n".join(lines) + "\n"
 
 
-# Columns dropped first when a terminal is too narrow (the rest always stay: the name, what will
-# happen, why, and the releases).
-_DROP_ORDER = ("ARCH", "STREAM", "CURRENT-IMAGE", "TARGET-IMAGE", "PLATFORM", "MANAGER", "KIND")
+# Columns dropped when a terminal is too narrow: these first, then (after the names lose their shared
+# prefix) PLATFORM and MANAGER. The rest always stay: the name, its kind, what will happen, why, and
+# the releases (OpenShift's, comparable across RHCOS numbering schemes).
+_DROP_FIRST = ("ARCH", "STREAM", "CURRENT-IMAGE", "TARGET-IMAGE", "CURRENT-RHCOS", "TARGET-RHCOS")
+_DROP_LAST = ("PLATFORM", "MANAGER")
 _MIN_NAME = 16
 _ACTION_COLOURS = {"patch": "33", "noop": "32", "skip": "36", "error": "31;1"}  # ANSI SGR
+# The table's KIND: short, so it stays at every width (JSON and YAML keep the full kind).
+_KIND_LABELS = {MACHINESET_KIND: "MS", CPMS_KIND: "CPMS", CAPI_MACHINESET: "CAPI-MS", CAPI_MACHINEDEPLOYMENT: "CAPI-MD"}
+ELLIPSIS = "\u2026"
+
+
+def _releases(d: BootImageDecision) -> tuple[str | None, str | None]:
+    """CURRENT and TARGET in one scheme per row: the OpenShift releases that shipped the two RHCOS
+    builds when both are known (`4.16` -> `4.22`; builds of two numbering schemes, such as
+    `416.94.202405291527-0` and `9.8.20260403-0`, cannot be compared by eye), else the builds."""
+    index = PublishedImageIndex.bundled()
+    current = index.openshift_release(d.current_release) if d.current_release else None
+    target = index.openshift_release(d.target_release) if d.target_release else None
+    if (current or not d.current_release) and (target or not d.target_release):
+        return current, target
+    return d.current_release, d.target_release
 
 
 def _rows(decisions: Sequence[BootImageDecision], style: TableStyle | None = None) -> list[str]:
@@ -135,20 +160,22 @@ def _rows(decisions: Sequence[BootImageDecision], style: TableStyle | None = Non
     show_kind = any(d.kind != MACHINESET_KIND for d in decisions)
     header = ["NAME" if one_namespace else "NAMESPACE/NAME"]
     header += ["KIND"] if show_kind else []
-    header += ["PLATFORM", "ARCH", "STREAM", "MANAGER", "ACTION", "REASON", "CURRENT", "CURRENT-IMAGE", "TARGET",
-               "TARGET-IMAGE"]
+    header += ["PLATFORM", "ARCH", "STREAM", "MANAGER", "ACTION", "REASON", "CURRENT", "TARGET", "CURRENT-RHCOS",
+               "TARGET-RHCOS", "CURRENT-IMAGE", "TARGET-IMAGE"]
     rows = [header]
     for d in decisions:
         row: list[str | None] = [_display_name(d, one_namespace)]
-        row += [d.kind] if show_kind else []
+        row += [_KIND_LABELS.get(d.kind, d.kind)] if show_kind else []
+        current, target = _releases(d)
         row += [d.platform, d.architecture, d.stream, str(d.manager), str(d.action), d.reason,
-                d.current_release, image_id(d.current), d.target_release, image_id(d.target)]
+                current, target, d.current_release, d.target_release, image_id(d.current), image_id(d.target)]
         rows.append([_cell(v) for v in row])
+    prefix = ""
     if style.width is not None:
-        rows = _fit(rows, style.width)
+        rows, prefix = _fit(rows, style.width)
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     action = rows[0].index("ACTION")
-    out = []
+    out = [f"({ELLIPSIS} = {prefix})"] if prefix else []
     for n, r in enumerate(rows):
         cells = [cell.ljust(w) for cell, w in zip(r, widths, strict=True)]
         if style.colour and n > 0 and r[action] in _ACTION_COLOURS:
@@ -157,34 +184,66 @@ def _rows(decisions: Sequence[BootImageDecision], style: TableStyle | None = Non
     return out
 
 
-def _fit(rows: list[list[str]], width: int) -> list[list[str]]:
-    """Drop columns in `_DROP_ORDER`, then shorten the names (with an ellipsis), until rows fit."""
+def _fit(rows: list[list[str]], width: int) -> tuple[list[list[str]], str]:
+    """Drop the columns of `_DROP_FIRST`, then cut the prefix the names share (a cluster's
+    MachineSets all start `<infra id>-worker-`; what tells them apart is at the end: the prefix is
+    shown once above the table), then drop `_DROP_LAST`, then cut the names' middles, until the rows
+    fit. Returns the rows and the prefix cut ("" when none)."""
 
     def line_width(table: list[list[str]]) -> int:
         widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
         return sum(widths) + 2 * (len(widths) - 1)
 
-    for column in _DROP_ORDER:
-        if line_width(rows) <= width:
-            return rows
-        if column in rows[0]:
-            i = rows[0].index(column)
-            rows = [r[:i] + r[i + 1 :] for r in rows]
+    def drop(table: list[list[str]], columns: tuple[str, ...]) -> list[list[str]]:
+        for column in columns:
+            if line_width(table) <= width:
+                break
+            if column in table[0]:
+                i = table[0].index(column)
+                table = [r[:i] + r[i + 1 :] for r in table]
+        return table
+
+    rows = drop(rows, _DROP_FIRST)
+    prefix = ""
+    if line_width(rows) > width:
+        prefix = _shared_prefix([r[0] for r in rows[1:]])
+        if prefix:
+            rows = [rows[0], *([ELLIPSIS + r[0][len(prefix):] if r[0].startswith(prefix) else r[0], *r[1:]]
+                               for r in rows[1:])]
+    for column in _DROP_LAST:
+        longest = max(len(r[0]) for r in rows)
+        if line_width(rows) - width <= longest - _MIN_NAME:
+            break  # cutting the names' middles is enough: the column stays
+        rows = drop(rows, (column,))
     excess = line_width(rows) - width
     if excess > 0:
-        longest = max(len(r[0]) for r in rows)
-        keep = max(_MIN_NAME, longest - excess)
-        rows = [[_elide(r[0], keep), *r[1:]] for r in rows]
-    return rows
+        keep = max(_MIN_NAME, max(len(r[0]) for r in rows) - excess)
+        rows = [rows[0], *([_elide(r[0], keep), *r[1:]] for r in rows[1:])]
+    return rows, prefix
+
+
+def _shared_prefix(names: list[str]) -> str:
+    """The longest prefix, ending at a `-`, `/` or `.`, that most names share (at least two, and
+    more than three characters): on one cluster, its infrastructure id and the pool's role."""
+    counts: Counter[str] = Counter()
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            common = a[: next((k for k, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))]
+            prefix = common[: max(common.rfind(c) for c in "-/.") + 1]
+            if len(prefix) > 3:
+                counts[prefix] += 1
+    if not counts:
+        return ""
+    # The prefix shared by the most names, then the longest of those.
+    return max(counts, key=lambda p: (sum(n.startswith(p) for n in names), len(p)))
 
 
 def _elide(name: str, keep: int) -> str:
-    """`prod-east-8h2kq-worker-arm64-us-east-1c` -> `prod-e…arm64-us-east-1c`: the start says which
-    cluster, the end which pool, and MachineSet names differ at the end."""
+    """`…worker-arm64-us-east-1c` -> `…arm64-us-east-1c`: the end says which pool, and MachineSet
+    names differ at the end."""
     if len(name) <= keep:
         return name
-    head = min(6, keep // 3)
-    return f"{name[:head]}\u2026{name[len(name) - (keep - head - 1):]}"
+    return ELLIPSIS + name[len(name) - (keep - 1):]
 
 
 def image_id(value: Any) -> str | None:
@@ -202,6 +261,13 @@ def image_id(value: Any) -> str | None:
             return found
     resource = value.get("resourceID")
     return resource.rsplit("/", 1)[-1] if isinstance(resource, str) and resource else None
+
+
+def _source_words(source: Any) -> str:
+    try:
+        return ReleaseSource(source).described
+    except ValueError:
+        return str(source)
 
 
 def _display_name(d: BootImageDecision, one_namespace: bool) -> str:
@@ -250,7 +316,7 @@ def skew_lines(skew: Mapping[str, Any] | None, width: int, colour: bool = False)
     found = image.get("rhcosVersion") or image.get("ocpVersion")
     parts = [f"Skew: mode {skew.get('mode')}"]
     if found:
-        parts.append(f"cluster boot image {found} (from {image.get('source')})")
+        parts.append(f"cluster boot image {found} (known from {_source_words(image.get('source'))})")
     parts.append(f"limit OCP {limit.get('ocpVersion')} / RHEL {limit.get('rhelVersion')}")
     # `plan` judges files or a snapshot: it says what the daemon would make of them, not what holds.
     verdict = "upgrades would be allowed" if skew.get("upgradeable") else "upgrades would be HELD"

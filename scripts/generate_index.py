@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -85,9 +86,22 @@ def _azure_entries(azure: Mapping[str, Any], base: str) -> Iterator[tuple[str, s
             yield "azure", urn, parts[3], f"{base}.azure.{variant}.{gen}"
 
 
+# The OpenShift release a stream file ships with, from its name (`installer-release-4.19-rhcos.json`,
+# `installer-4.16-<build>-rhcos.json`); `openshift-installer-main-...` names none.
+_RELEASE_IN_NAME = re.compile(r"^installer-(?:release-)?(\d+)\.(\d+)-")
+
+
+def _release_of_file(name: str) -> tuple[int, int] | None:
+    found = _RELEASE_IN_NAME.match(name)
+    return (int(found.group(1)), int(found.group(2))) if found else None
+
+
 def build_index(stream_dir: Path) -> dict[str, Any]:
     index: dict[str, dict[str, str]] = {section: {} for section in SECTIONS}
     origin: dict[tuple[str, str], str] = {}
+    # RHCOS build (or marketplace version) -> the first OpenShift release whose installer shipped it:
+    # what `plan` prints beside a build id, so builds of two numbering schemes can be compared.
+    first_shipped: dict[str, tuple[int, int]] = {}
     sources = []
     for path in sorted(stream_dir.glob("*.json")):
         try:
@@ -108,7 +122,11 @@ def build_index(stream_dir: Path) -> dict[str, Any]:
                 )
             index[section][key] = release
             origin.setdefault((section, key), f"{path.name} {where}")
-    return {"sources": sources, **index}
+            shipped = _release_of_file(path.name)
+            if shipped is not None and (release not in first_shipped or shipped < first_shipped[release]):
+                first_shipped[release] = shipped
+    ocp = {build: f"{major}.{minor}" for build, (major, minor) in sorted(first_shipped.items())}
+    return {"sources": sources, **index, "ocp-releases": ocp}
 
 
 def render(index: Mapping[str, Any]) -> str:

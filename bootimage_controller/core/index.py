@@ -16,6 +16,7 @@ moving one to the stream's regular AMI would drop its licence.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -23,6 +24,10 @@ from importlib import resources
 from typing import Any
 
 INDEX_RESOURCE = "published-images.json"
+# `416.94.202405291527-0`: OpenShift 4.16 on RHEL 9.4 (the numbering before RHEL-aligned builds).
+_OCP_ENCODED = re.compile(r"^(\d)(\d{2,})\.\d+\.\d{12}-\d+$")
+# `4.18.2025031114`: an Azure paid-offer version, an OpenShift 4.18 image.
+_OCP_MARKETPLACE = re.compile(r"^(\d)\.(\d+)\.\d{10}$")
 
 
 @dataclass(frozen=True)
@@ -31,6 +36,19 @@ class PublishedImageIndex:
     gcp: Mapping[str, str] = field(default_factory=dict)  # image name -> release
     azure: Mapping[str, str] = field(default_factory=dict)  # "publisher:offer:sku:version" -> release
     aws_winli: Mapping[str, str] = field(default_factory=dict)  # Windows License Included AMI id -> release
+    # RHCOS build -> the first OpenShift release ("4.19") whose installer shipped it.
+    ocp_releases: Mapping[str, str] = field(default_factory=dict)
+
+    def openshift_release(self, build: str) -> str | None:
+        """The OpenShift release ("4.16") that shipped this RHCOS build: read from an OCP-encoded
+        build id (`416.94.…` is 4.16), else the first release whose installer shipped it."""
+        encoded = _OCP_ENCODED.match(build)
+        if encoded is not None:
+            return f"{encoded.group(1)}.{int(encoded.group(2))}"
+        paid = _OCP_MARKETPLACE.match(build)
+        if paid is not None:
+            return f"{paid.group(1)}.{paid.group(2)}"
+        return self.ocp_releases.get(build)
 
     def aws_release(self, ami_id: str) -> str | None:
         return self.aws.get(ami_id)
@@ -51,6 +69,7 @@ class PublishedImageIndex:
             gcp=dict(doc.get("gcp", {})),
             azure=dict(doc.get("azure", {})),
             aws_winli=dict(doc.get("aws-winli", {})),
+            ocp_releases=dict(doc.get("ocp-releases", {})),
         )
 
     @classmethod

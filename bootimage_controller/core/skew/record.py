@@ -44,6 +44,23 @@ class ReleaseSource(StrEnum):
     MANUAL = "Manual"  # the administrator's spec.bootImageSkewEnforcement.manual value
     AUTOMATIC = "Automatic"  # the record kept in MachineConfiguration status (Automatic mode)
 
+    @property
+    def described(self) -> str:
+        """The source in words, for messages an administrator reads (the value stays in JSON)."""
+        return _DESCRIBED[self]
+
+
+_DESCRIBED = {
+    ReleaseSource.MACHINESET_RECORD: "the MachineSet's boot-image-release record",
+    ReleaseSource.GOLDEN_DATA: "the golden data",
+    ReleaseSource.BUNDLED_INDEX: "the index of published RHCOS images",
+    ReleaseSource.CLOUD: "the cloud",
+    ReleaseSource.ALEPH: "the control-plane nodes' aleph",
+    ReleaseSource.INSTALL_VERSION: "the install version",
+    ReleaseSource.MANUAL: "the Manual setting",
+    ReleaseSource.AUTOMATIC: "the Automatic record",
+}
+
 
 # Sources that identify the MachineSet's own current image (the planner sets these on decisions).
 IMAGE_SOURCES = frozenset({ReleaseSource.GOLDEN_DATA, ReleaseSource.BUNDLED_INDEX, ReleaseSource.CLOUD})

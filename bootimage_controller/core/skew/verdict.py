@@ -139,7 +139,7 @@ class StreamMismatch:
     def message(self) -> str:
         return (
             f"MachineSet {self.name} is labelled {LABEL_OSSTREAM}={self.label} but boots "
-            f"{self.release.value} (RHEL {self.rhel}, source {self.release.source}); a {self.label} "
+            f"{self.release.value} (RHEL {self.rhel}, known from {self.release.source.described}); a {self.label} "
             f"MachineSet must boot a RHEL {self.label.removeprefix(OSSTREAM_RHEL_PREFIX)} image"
         )
 
@@ -303,9 +303,9 @@ def _below_reasons(
     sentence = lead.sentence(limits)
     names = sorted({name for name, _ in below if name})
     if names:
-        sentence += f" (source {lead.release.source}; MachineSets below the limit: {', '.join(names)})"
+        sentence += f" (known from {lead.release.source.described}; MachineSets below the limit: {', '.join(names)})"
     else:
-        sentence += f" (source {lead.release.source})"
+        sentence += f" (known from {lead.release.source.described})"
     others = [j.sentence(limits) for _, j in below if j.problem is not None and j is not lead]
     return [sentence, *dict.fromkeys(others)]
 
@@ -322,6 +322,6 @@ def _ok_message(status: SkewEnforcementStatus, image: BootImageRelease | None, l
         why = f" ({status.explanation})" if status.explanation else ""
         return f"Boot image skew ({status.mode}): no boot image version to judge{why}"
     return (
-        f"Boot image skew ({status.mode}): the oldest boot image {image.value} (source {image.source}) is "
+        f"Boot image skew ({status.mode}): the oldest boot image {image.value} (known from {image.source.described}) is "
         f"within the limits (OCP {limits.ocp}, RHEL {limits.rhel})"
     )

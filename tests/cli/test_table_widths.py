@@ -1,0 +1,99 @@
+"""`plan`'s table on a real terminal of 80, 100, 120 and 200 columns (issue 27, item 4).
+
+A pseudo-terminal of that size (its window size set with TIOCSWINSZ, no COLUMNS in the
+environment), the bundled example cluster. What must hold at every width: every line fits; every
+row can be told apart (a name shortened keeps what differs, the prefix it lost is printed once); the
+ControlPlaneMachineSet is marked as one; CURRENT and TARGET are in one scheme per row (OpenShift
+releases, where the RHCOS builds of two numbering schemes could not be compared by eye); no internal
+word (an enum of the JSON output) reaches the reader.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import pty
+import re
+import select
+import struct
+import subprocess
+import sys
+import termios
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "aws-4.16-cluster"
+INTERNAL_WORDS = ("BundledIndex", "MachineSetRecord", "GoldenData", "InstallVersion", "NotOurs")
+FULL_NAMES = {
+    "cluster",
+    *(f"prod-east-8h2kq-worker-{pool}" for pool in ("arm64-us-east-1c", "custom-us-east-1b", "encrypted-us-east-1c",
+                                                    "rhel10-us-east-1a", "us-east-1a", "us-east-1b")),
+}
+
+
+def plan_on_terminal(columns: int) -> list[str]:
+    """`plan` with its output on a pseudo-terminal `columns` wide (sized before it starts)."""
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    env.update(TERM="xterm", NO_COLOR="1")
+    child = subprocess.Popen([sys.executable, "-m", "bootimage_controller", "plan", str(EXAMPLE)],
+                             stdin=slave, stdout=slave, stderr=slave, env=env, cwd=ROOT)
+    os.close(slave)
+    out = b""
+    try:
+        while True:
+            ready, _, _ = select.select([master], [], [], 60)
+            if not ready:
+                break
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: the child closed the terminal
+                break
+            if not chunk:
+                break
+            out += chunk
+    finally:
+        child.wait(60)
+        os.close(master)
+    return [re.sub(r"\x1b\[[0-9;]*m", "", line).rstrip("\r") for line in out.decode(errors="replace").splitlines()]
+
+
+@pytest.mark.parametrize("columns", [80, 100, 120, 200])
+def test_the_table_reads_well_at_every_width(columns: int) -> None:
+    lines = plan_on_terminal(columns)
+    prefix = ""
+    if lines[0].startswith("(\u2026 = "):
+        prefix = lines[0].removeprefix("(\u2026 = ").removesuffix(")")
+        lines = lines[1:]
+    header, rows = lines[0].split(), [line.split() for line in lines[1: lines.index("")]]
+    table = lines[: lines.index("")]
+    assert all(len(line) <= columns for line in table), table
+    assert len(rows) == len(FULL_NAMES)
+    # Every row names exactly one MachineSet: a leading ellipsis stands for the prefix printed above
+    # the table; a name cut further keeps an end that only one MachineSet has.
+    shown = [r[0] for r in rows]
+    for name in shown:
+        whole = prefix + name[1:] if name.startswith("\u2026") else name
+        if whole not in FULL_NAMES:
+            tail = name.split("\u2026")[-1]
+            assert sum(f.endswith(tail) for f in FULL_NAMES) == 1, (name, shown)
+    assert len(set(shown)) == len(shown), shown
+    # The ControlPlaneMachineSet is marked.
+    kind = header.index("KIND")
+    assert {r[0]: r[kind] for r in rows}["cluster"] == "CPMS"
+    assert {r[kind] for r in rows if r[0] != "cluster"} == {"MS"}
+    # One scheme per row: OpenShift releases on both sides (4.16 -> 4.22).
+    current, target = header.index("CURRENT"), header.index("TARGET")
+    for r in rows:
+        assert all(re.fullmatch(r"4\.\d+|-", r[i]) for i in (current, target)), r
+    assert {(r[current], r[target]) for r in rows} >= {("4.16", "4.22")}
+    text = "\n".join(lines)
+    for word in INTERNAL_WORDS:
+        assert word not in text, word
+    if columns >= 100:
+        assert "MANAGER" in header, "who updates each MachineSet is kept from 100 columns up"
+    if columns >= 200:
+        assert "CURRENT-RHCOS" in header and "416.94.202405291527-0" in text
