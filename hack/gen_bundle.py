@@ -46,8 +46,11 @@ def _version() -> str:
 
 
 def _image() -> str:
-    kustomization = yaml.safe_load((MANIFESTS / "kustomization.yaml").read_text())
-    image = next(i for i in kustomization["images"] if i["name"] == PACKAGE)
+    """The image manifests/image sets (the one place: hack/set-image.sh writes it)."""
+    component = yaml.safe_load((MANIFESTS / "image" / "kustomization.yaml").read_text())
+    image = next(i for i in component["images"] if i["name"] == PACKAGE)
+    if image.get("digest"):
+        return f"{image['newName']}@{image['digest']}"
     return f"{image['newName']}:{image.get('newTag', 'latest')}"
 
 

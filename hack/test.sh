@@ -17,6 +17,9 @@ python3 -m venv .venv
 # seconds, or built from Go modules the first time (10-15 minutes on 2 cores, a progress line at least
 # every 30 s; tests/harness/cluster.py, hack/build-kube-from-modules.sh).
 .venv/bin/python tests/harness/cluster.py --prepare
+# kustomize, to render the kustomizations as `oc apply -k` does (tests/deploy): built once, cached.
+export BOOTIMAGE_KUSTOMIZE="${BOOTIMAGE_KUSTOMIZE:-$HOME/.cache/bootimage-controller/kustomize-v5.7.1/kustomize}"
+[ -x "$BOOTIMAGE_KUSTOMIZE" ] || bash hack/build-kustomize.sh "$(dirname "$BOOTIMAGE_KUSTOMIZE")"
 # The soak (6 minutes of a settled fleet, tests/soak) waits more than it works: with no arguments it
 # runs beside the suite, in a pytest process and a control plane of its own.
 soak_pid=""

@@ -16,7 +16,7 @@ import yaml
 REPO: Final = Path(__file__).resolve().parents[2]
 MANIFESTS: Final = REPO / "manifests"
 # Folders of manifests/ that the default kustomization does not include, on purpose.
-NOT_IN_KUSTOMIZATION: Final = ("crds", "uninstall", "optional", "components")
+NOT_IN_KUSTOMIZATION: Final = ("crds", "uninstall", "optional", "components", "image")
 # The optional component with the Cluster API's rights (a namespace a default cluster lacks).
 CAPI_COMPONENT: Final = MANIFESTS / "components" / "capi"
 RBAC_KINDS: Final = frozenset({"Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"})
@@ -74,6 +74,38 @@ def kustomization() -> dict[str, Any]:
     doc = yaml.safe_load((MANIFESTS / "kustomization.yaml").read_text())
     assert isinstance(doc, dict)
     return doc
+
+
+def image_component() -> dict[str, Any]:
+    """manifests/image: the one place the image is set (hack/set-image.sh writes it)."""
+    doc = yaml.safe_load((MANIFESTS / "image" / "kustomization.yaml").read_text())
+    assert isinstance(doc, dict) and doc["kind"] == "Component"
+    return doc
+
+
+def kustomize_binary() -> list[str]:
+    """How to render a kustomization here: BOOTIMAGE_KUSTOMIZE (hack/test.sh builds it with
+    hack/build-kustomize.sh), the cache that script fills, kustomize, or kubectl kustomize."""
+    import os
+    import shutil
+
+    for candidate in (os.environ.get("BOOTIMAGE_KUSTOMIZE"),
+                      str(Path.home() / ".cache" / "bootimage-controller" / "kustomize-v5.7.1" / "kustomize")):
+        if candidate and Path(candidate).is_file():
+            return [candidate, "build"]
+    if shutil.which("kustomize"):
+        return ["kustomize", "build"]
+    if shutil.which("kubectl"):
+        return ["kubectl", "kustomize"]
+    raise AssertionError("no kustomize to render with: run hack/build-kustomize.sh "
+                         "~/.cache/bootimage-controller/kustomize-v5.7.1 (hack/test.sh does)")
+
+
+def kustomize_build(path: Path) -> list[dict[str, Any]]:
+    import subprocess
+
+    out = subprocess.run([*kustomize_binary(), str(path)], capture_output=True, text=True, check=True).stdout
+    return [d for d in yaml.safe_load_all(out) if d]
 
 
 def default_set() -> list[Manifest]:
