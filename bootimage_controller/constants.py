@@ -158,6 +158,12 @@ HOT_LOOP_KEY_PREFIX: Final = "hot-loop."
 # The Machine Config Operator's compile-time limits (pkg/controller/common/constants.go).
 DEFAULT_OCP_SKEW_LIMIT: Final = "4.13.0"
 DEFAULT_RHEL_SKEW_LIMIT: Final = "9.2"
+# Where the project's docs are read (runbooks, install guide): `runbook_url` on every alert and
+# `plan`'s "What to do" line point here. BOOTIMAGE_DOCS_URL (and the kustomization's
+# `bootimage-controller-docs` ConfigMap) points them at a copy of your own: a mirror for a
+# disconnected cluster, an internal wiki.
+DOCS_BASE_URL: Final = "https://github.com/bootimage-controller/bootimage-controller/blob/main/docs"
+ENV_DOCS_URL: Final = "BOOTIMAGE_DOCS_URL"
 SKEW_DOCS_URL: Final = (
     "https://docs.redhat.com/en/documentation/openshift_container_platform/{version}"
     "/html/machine_configuration/mco-update-boot-skew-mgmt"

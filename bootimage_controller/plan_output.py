@@ -8,6 +8,7 @@ summary line and the skew verdict.
 from __future__ import annotations
 
 import json
+import os
 import re
 import textwrap
 from collections import Counter
@@ -23,6 +24,8 @@ from .constants import (
     CAPI_MACHINESET,
     CPMS_KIND,
     CPMS_VERSION,
+    DOCS_BASE_URL,
+    ENV_DOCS_URL,
     MACHINE_API_GROUP,
     MACHINESET_KIND,
     MACHINESET_VERSION,
@@ -263,6 +266,18 @@ def image_id(value: Any) -> str | None:
     return resource.rsplit("/", 1)[-1] if isinstance(resource, str) and resource else None
 
 
+def docs_link(page: str, section: str) -> str:
+    """The URL of a section of the project's docs (`DOCS_BASE_URL`, or BOOTIMAGE_DOCS_URL), with the
+    anchor a Markdown renderer gives the heading."""
+    base = (os.environ.get(ENV_DOCS_URL) or DOCS_BASE_URL).rstrip("/")
+    return f"{base}/{page}#{heading_anchor(section)}"
+
+
+def heading_anchor(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces to dashes."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
 def _source_words(source: Any) -> str:
     try:
         return ReleaseSource(source).described
@@ -327,9 +342,7 @@ def skew_lines(skew: Mapping[str, Any] | None, width: int, colour: bool = False)
     if skew.get("message"):
         lines += _wrap(str(skew["message"]), width, "  ", "  ")
     if not skew.get("upgradeable"):
-        lines += _wrap(
-            "What to do: bootimage-controller's docs/runbooks.md, section BootImageSkewHoldsUpgrades", width, "  ", "  "
-        )
+        lines += _wrap(f"What to do: {docs_link('runbooks.md', 'BootImageSkewHoldsUpgrades')}", width, "  ", "  ")
     return lines
 
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Collect what a bug report about bootimage-controller needs, into one directory (docs/install.md,
-# "Collecting data"). Read-only: `oc adm inspect` and one `plan --from-cluster -o json` run inside
+# "Troubleshooting"). Read-only: `oc adm inspect` and one `plan --from-cluster -o json` run inside
 # the controller's pod (its ServiceAccount may read exactly what the daemon reads).
 #
 #   scripts/must-gather.sh [DEST]        # default ./must-gather.bootimage-controller.<timestamp>
