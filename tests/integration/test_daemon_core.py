@@ -305,9 +305,9 @@ async def test_a_patch_refused_for_good_waits_for_a_change_and_goes_at_once_when
         # The admin trims the annotations: the change is the retry.
         trimmed = (await list_machinesets(kube_api))["aws-a"]
         trimmed["metadata"]["annotations"].pop("example.com/filler")
+        changed = time.monotonic()  # before the PUT: its watch event may beat the PUT's own answer here
         await kube_request(kube_api, "PUT", f"/apis/machine.openshift.io/v1beta1/namespaces/{MAPI_NAMESPACE}/machinesets/aws-a",
                            trimmed)
-        changed = time.monotonic()
 
         async def patched() -> bool:
             return (await amis(kube_api))["aws-a"] == AWS_422
