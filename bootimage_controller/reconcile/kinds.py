@@ -24,7 +24,6 @@ from ..core.model import BootImageDecision, MachineResource, Refusal, get_path
 from ..kube.errors import ApiError
 from ..kube.fence import UpgradeGateClosed, write_preconditions
 from .claims import ClaimScope, fresh_capi
-from .keys import split_key
 from .store import InformerStore
 
 log = structlog.get_logger(__name__)
@@ -129,7 +128,3 @@ class ClusterApiKind:
         with write_preconditions(self.upgrade_gate):
             await self.scope.writer.delete_template(work.template_kind, str(target.get("apiVersion")), work.namespace,
                                                     retire, str(meta.get("uid", "")))
-
-
-def kind_of_key(kinds: Mapping[str, MachineKind], key: str) -> MachineKind:
-    return kinds[split_key(key)[0]]

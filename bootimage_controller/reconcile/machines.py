@@ -68,9 +68,9 @@ class Collaborators:
 
 
 class MachineReconciler:
-    def __init__(self, kinds: Mapping[str, MachineKind], with_: Collaborators) -> None:
-        self.kinds = kinds
-        self.c = with_
+    def __init__(self, kinds: Mapping[str, MachineKind], collaborators: Collaborators) -> None:
+        self.kinds = kinds  # by the key's kind (the informer role)
+        self.c = collaborators  # short: it is on every other line
 
     async def reconcile(self, key: str) -> ReconcileResult:
         kind, namespace, name = split_key(key)
