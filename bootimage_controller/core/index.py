@@ -23,9 +23,10 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
+from ..errors import VersionError
+from .skew.versions import parse_rhcos_version
+
 INDEX_RESOURCE = "published-images.json"
-# `416.94.202405291527-0`: OpenShift 4.16 on RHEL 9.4 (the numbering before RHEL-aligned builds).
-_OCP_ENCODED = re.compile(r"^(\d)(\d{2,})\.\d+\.\d{12}-\d+$")
 # `4.18.2025031114`: an Azure paid-offer version, an OpenShift 4.18 image.
 _OCP_MARKETPLACE = re.compile(r"^(\d)\.(\d+)\.\d{10}$")
 
@@ -42,9 +43,12 @@ class PublishedImageIndex:
     def openshift_release(self, build: str) -> str | None:
         """The OpenShift release ("4.16") that shipped this RHCOS build: read from an OCP-encoded
         build id (`416.94.…` is 4.16), else the first release whose installer shipped it."""
-        encoded = _OCP_ENCODED.match(build)
-        if encoded is not None:
-            return f"{encoded.group(1)}.{int(encoded.group(2))}"
+        try:
+            ocp = parse_rhcos_version(build).ocp
+        except VersionError:
+            ocp = None
+        if ocp is not None:
+            return f"{ocp.major}.{ocp.minor}"
         paid = _OCP_MARKETPLACE.match(build)
         if paid is not None:
             return f"{paid.group(1)}.{paid.group(2)}"
