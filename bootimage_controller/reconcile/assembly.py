@@ -13,16 +13,16 @@ from ..core.skew.verdict import SkewLimits
 from ..kube.fence import WriteRefused
 from ..writer import MachineSetWriter
 from .claims import ClaimGate, ClaimScope, ClaimsReconciler, Holders, fresh_capi, fresh_machines
-from .delegation import Delegation, EventSink
+from .delegation import Delegation
 from .kinds import ClusterApiKind, MachineApiKind, MachineKind, SecretCheck
 from .loop import KeySink, Loop
 from .machines import CloudLookup, Collaborators, MachineReconciler
-from .notices import InvolvedObject, involved
+from .notices import EventSink, InvolvedObject, involved
 from .state import Outcomes
 from .status import StatusReconciler, StatusView
 from .store import CAPI_HOLDER, MAPI_HOLDER, ClusterView, InformerStore
 from .triggers import Triggers
-from .vsphere import TemplateRefresher, TemplateRefreshHook
+from .vsphere import FencedTemplateRefresh, TemplateRefreshHook
 
 MACHINE_KINDS = (MACHINESET_KIND, CPMS_KIND, *CAPI_KINDS)
 
@@ -98,7 +98,7 @@ def assemble(store: InformerStore, writers: Writers, options: ReconcileOptions, 
                                      **dict.fromkeys(CAPI_KINDS, cluster_api_kind)}
     templates = None
     if hooks.templates is not None:
-        templates = TemplateRefresher(hooks.templates, stub_check=hooks.stub_check, fence=hooks.fence,
+        templates = FencedTemplateRefresh(hooks.templates, stub_check=hooks.stub_check, fence=hooks.fence,
                                       is_leader=hooks.is_leader, upgrade_gate=cluster.upgrade_gate)
     delegation = Delegation(store, cluster, outcomes, options.skew_limits, hooks.events, sink.add_after)
     machines = MachineReconciler(kinds, Collaborators(

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import Any
 
 import structlog
 
@@ -19,19 +19,11 @@ from ..core.skew.policy import install_version_from_cluster_version
 from ..core.skew.record import BootImageRelease, ReleaseSource, machineset_boot_image, min_aleph
 from ..core.skew.verdict import SkewLimits
 from .keys import machine_key, split_key
-from .notices import InvolvedObject, involved
+from .notices import EventSink, involved
 from .state import MachineSetState, Outcomes
 from .store import ClusterView, InformerStore
 
 log = structlog.get_logger(__name__)
-
-
-class EventSink(Protocol):
-    """Where Events go (events.EventLane): posted in the background, or written and awaited."""
-
-    def post(self, involved: InvolvedObject, type: str, reason: str, message: str) -> None: ...
-
-    async def emit_now(self, involved: InvolvedObject, type: str, reason: str, message: str) -> None: ...
 
 
 class Delegation:

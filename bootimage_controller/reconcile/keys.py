@@ -34,10 +34,6 @@ def split_key(key: str) -> tuple[str, str, str]:
     return kind, namespace, name
 
 
-def resource_version(obj: Mapping[str, Any]) -> Any:
-    return (obj.get("metadata") or {}).get("resourceVersion")
-
-
 def uid_of(obj: Mapping[str, Any]) -> str:
     return str((obj.get("metadata") or {}).get("uid", ""))
 

@@ -27,17 +27,18 @@ from ..core.model import BootImageDecision
 from ..core.planner import is_our_owner_reference
 from ..kube.errors import ApiError, Conflict, NotFound
 from ..kube.fence import UpgradeGateClosed, write_preconditions
+from ..kube.informer import resource_version
 from ..kube.retry import retry_on_conflict
 from ..kube.workqueue import DONE, ReconcileResult
 from ..writer import now_utc
 from .claims import Holders
-from .delegation import Delegation, EventSink
-from .keys import CLAIMS_KEY, is_claimed, machine_key, resource_version, split_key, uid_of
+from .delegation import Delegation
+from .keys import CLAIMS_KEY, is_claimed, machine_key, split_key, uid_of
 from .kinds import MachineKind
-from .notices import event_for, involved, says_nothing_new
+from .notices import EventSink, event_for, involved, says_nothing_new
 from .state import MachineSetState, Outcomes
 from .store import ClusterView, InformerStore
-from .vsphere import TemplateRefresher, tell_template_sharers
+from .vsphere import FencedTemplateRefresh, tell_template_sharers
 
 log = structlog.get_logger(__name__)
 
@@ -63,7 +64,7 @@ class Collaborators:
     may_write: Callable[[], bool]  # not a dry run, and the leader
     enqueue: Callable[[str], None]
     cloud: CloudLookup | None = None
-    templates: TemplateRefresher | None = None
+    templates: FencedTemplateRefresh | None = None
     events: EventSink | None = None
 
 

@@ -1,10 +1,10 @@
-"""Which Event an outcome deserves, and the object it goes on. Pure."""
+"""Which Event an outcome deserves, the object it goes on, and where it is sent (`EventSink`)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from ..constants import (
     ACTIONABLE_SKIPS,
@@ -37,6 +37,14 @@ class InvolvedObject:
     name: str
     uid: str
     api_version: str = field(default=f"{MACHINE_API_GROUP}/{MACHINESET_VERSION}")
+
+
+class EventSink(Protocol):
+    """Where Events go (events.EventLane): posted in the background, or written and awaited."""
+
+    def post(self, involved: InvolvedObject, type: str, reason: str, message: str) -> None: ...
+
+    async def emit_now(self, involved: InvolvedObject, type: str, reason: str, message: str) -> None: ...
 
 
 def involved(obj: Mapping[str, Any]) -> InvolvedObject:

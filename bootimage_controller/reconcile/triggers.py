@@ -27,8 +27,8 @@ from ..core.cluster import (
 from ..core.companion import McoPass
 from ..core.model import get_path
 from ..core.planner import authoritative_api
-from ..kube.informer import Informer
-from .keys import CLAIMS_KEY, STATUS_KEY, machine_key, relevant_view, resource_version, uid_of
+from ..kube.informer import Informer, resource_version
+from .keys import CLAIMS_KEY, STATUS_KEY, machine_key, relevant_view, uid_of
 from .loop import KeySink
 from .state import Outcomes
 from .store import CAPI_HOLDER, MAPI_HOLDER, ClusterView, InformerStore

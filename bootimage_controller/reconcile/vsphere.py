@@ -22,10 +22,9 @@ from ..kube.fence import NotLeader, UpgradeGateClosed, WriteRefused
 from ..vsphere.ova import OvaError
 from ..vsphere.refresh import Guard, RefreshOutcome
 from ..vsphere.vcenter import VCenterError
-from .delegation import EventSink
 from .keys import machine_key, split_key
 from .kinds import SecretCheck, UpgradeGate
-from .notices import Notice, involved
+from .notices import EventSink, Notice, involved
 from .state import MachineSetState, Outcomes
 from .store import InformerStore
 
@@ -37,7 +36,10 @@ TemplateRefreshHook = Callable[[TemplateRefresh, Guard], Awaitable[RefreshOutcom
 FenceCheck = Callable[[str], WriteRefused | None]
 
 
-class TemplateRefresher:
+class FencedTemplateRefresh:
+    """The vSphere step of a MachineSet reconcile: the template refresh (`vsphere.refresh.TemplateRefresher`
+    does the vCenter work) behind the stub-Ignition check and the same fence as a Kubernetes write."""
+
     def __init__(
         self, templates: TemplateRefreshHook, *, stub_check: SecretCheck | None, fence: FenceCheck,
         is_leader: Callable[[], bool], upgrade_gate: UpgradeGate,
