@@ -73,11 +73,6 @@ def is_failed_test(exc: ApiException) -> bool:
     return not details  # absent or {}: a patch-application failure, not a field validation
 
 
-def is_write_conflict(exc: ApiException) -> bool:
-    """409 (stale resourceVersion) or a failed `test`: re-read and re-plan."""
-    return exc.status == 409 or is_failed_test(exc)
-
-
 class ApiError(Exception):
     """A request the API server refused (after retries), with its words.
 
@@ -180,6 +175,5 @@ __all__ = [
     "TooManyRequests",
     "conflict",
     "is_failed_test",
-    "is_write_conflict",
     "status_of",
 ]

@@ -6,7 +6,14 @@ import json
 
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from bootimage_controller.kube.errors import ApiError, is_failed_test, is_write_conflict
+from bootimage_controller.kube.errors import (
+    ApiError,
+    Conflict,
+    Forbidden,
+    Invalid,
+    ServerError,
+    is_failed_test,
+)
 
 # Recorded from the test server: a JSON patch whose `test` op failed ...
 FAILED_TEST = {
@@ -33,13 +40,13 @@ def exception(status: int, body: dict[str, object] | None) -> ApiException:
 
 def test_a_failed_test_op_is_a_conflict_to_re_read() -> None:
     exc = exception(422, FAILED_TEST)
-    assert is_failed_test(exc) and is_write_conflict(exc)
+    assert is_failed_test(exc) and isinstance(ApiError.from_exception("x", exc), Conflict)
 
 
 def test_an_invalid_object_is_not_a_conflict_and_says_which_field() -> None:
     exc = exception(422, TOO_LONG)
-    assert not is_write_conflict(exc)
     error = ApiError.from_exception("patch boot image openshift-machine-api/w", exc)
+    assert not isinstance(error, Conflict) and isinstance(error, Invalid) and error.permanent
     assert error.kind == "invalid"
     assert error.describe() == (
         'invalid: MachineSet.machine.openshift.io "w" is invalid: metadata.annotations: '
@@ -48,10 +55,12 @@ def test_an_invalid_object_is_not_a_conflict_and_says_which_field() -> None:
 
 
 def test_409_is_a_conflict_and_other_failures_keep_their_http_reason() -> None:
-    assert is_write_conflict(exception(409, None))
+    assert isinstance(ApiError.from_exception("x", exception(409, None)), Conflict)
     error = ApiError.from_exception("x", exception(403, {"reason": "Forbidden", "message": 'user "u" cannot patch'}))
-    assert error.describe() == 'forbidden: user "u" cannot patch'
-    assert ApiError.from_exception("x", exception(503, None)).describe() == "server error: Unprocessable Entity"
+    assert isinstance(error, Forbidden) and error.describe() == 'forbidden: user "u" cannot patch'
+    server = ApiError.from_exception("x", exception(503, None))
+    assert isinstance(server, ServerError) and not server.permanent
+    assert server.describe() == "server error: Unprocessable Entity"
 
 
 def test_every_logged_api_failure_carries_the_servers_reason_and_message() -> None:
