@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -135,4 +136,25 @@ def strip_ours(obj: dict[str, Any], boot_field: tuple[str | int, ...] | None) ->
         for part in boot_field[:-1]:
             cur = cur[part]
         cur[boot_field[-1]] = "<boot image>"
+    return out
+
+
+# ---- the API server's audit log: the witness of what a daemon sent -----------------------------
+
+AUDIT_POLICY = "apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: Metadata\n"
+WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
+
+
+def audit_writes(log: Path, user: str, since: float) -> list[dict[str, Any]]:
+    """Write requests `user` sent after `since` (epoch seconds), as the API server received them."""
+    out = []
+    for line in log.read_text().splitlines():
+        event = json.loads(line)
+        if event.get("stage") != "RequestReceived" or event["user"]["username"] != user:
+            continue
+        if event["verb"] not in WRITE_VERBS:
+            continue
+        received = datetime.strptime(event["requestReceivedTimestamp"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+        if received.timestamp() >= since:
+            out.append(event)
     return out

@@ -7,7 +7,6 @@ the live upgrade gate, `--once` as a whole pass with one exit-code contract, and
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
 import subprocess
@@ -43,8 +42,10 @@ from bootimage_controller.constants import (
 from bootimage_controller.core.times import format_micro_time
 
 from .daemon_helpers import (
+    AUDIT_POLICY,
     FAST_LEASE,
     REPO,
+    audit_writes,
     configmap_from_stream,
     daemon_task,
     list_machinesets,
@@ -375,25 +376,6 @@ async def test_a_dead_worker_ends_the_leader_and_releases_the_lease(kube_cluster
 
 
 # ---- fencing: a frozen leader thaws and writes nothing -----------------------------------------
-
-AUDIT_POLICY = "apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: Metadata\n"
-WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
-
-
-def audit_writes(log: Path, user: str, since: float) -> list[dict[str, Any]]:
-    """Write requests `user` sent after `since` (epoch seconds), as the API server received them."""
-    out = []
-    for line in log.read_text().splitlines():
-        event = json.loads(line)
-        if event.get("stage") != "RequestReceived" or event["user"]["username"] != user:
-            continue
-        if event["verb"] not in WRITE_VERBS:
-            continue
-        received = datetime.strptime(event["requestReceivedTimestamp"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
-        if received.timestamp() >= since:
-            out.append(event)
-    return out
-
 
 @pytest.mark.reliability
 async def test_a_thawed_ex_leader_sends_no_write_and_exits(fresh_cluster: ClusterFactory, tmp_path: Path) -> None:
