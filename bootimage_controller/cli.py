@@ -108,6 +108,17 @@ def secret_ref_arg(value: str) -> tuple[str, str]:
     return namespace, name
 
 
+def port_arg(value: str) -> int:
+    """A TCP port, 1 to 65535."""
+    try:
+        port = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {value!r}") from None
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is 1 to 65535, got {port}")
+    return port
+
+
 def duration_arg(value: str) -> float:
     """Seconds from a Go-style duration (`137s`, `2m17s`, `1.5m`) or a plain number of seconds."""
     text = value.strip()
@@ -351,7 +362,7 @@ def _add_cloud_endpoints(p: argparse.ArgumentParser) -> None:
                    help="CA bundle trusted for vCenter, besides the system store (e.g. the cluster's trusted CA bundle)")
     p.add_argument("--vsphere-insecure", action="store_true",
                    help="do not verify vCenter's TLS certificate (tests only; logged as a warning)")
-    p.add_argument("--vsphere-port", type=int, default=443, metavar="PORT",
+    p.add_argument("--vsphere-port", type=port_arg, default=443, metavar="PORT",
                    help="vCenter port when the Infrastructure lists no vCenter (clusters installed before "
                         "failure domains; default 443)")
     p.add_argument("--ova-mirror", default=os.environ.get(ENV_OVA_MIRROR) or None, metavar="URL",

@@ -31,3 +31,11 @@ def test_unset_timings_leave_the_choice_to_the_cluster_topology() -> None:
     )
     args = build_parser().parse_args(["run", "--leader-elect-lease-duration", "2m"])
     assert args.leader_elect_lease_duration == 120.0
+
+
+@pytest.mark.parametrize("text", ["0", "65536", "-1", "443s", ""])
+def test_a_vsphere_port_outside_1_to_65535_is_a_usage_error(text: str) -> None:
+    with pytest.raises(SystemExit) as exited:
+        build_parser().parse_args(["run", "--vsphere-port", text])
+    assert exited.value.code == 2
+    assert build_parser().parse_args(["run", "--vsphere-port", "8443"]).vsphere_port == 8443
