@@ -8,6 +8,7 @@ reference (the claim) and the record annotations, so a MachineSet is never patch
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -55,9 +56,8 @@ def is_our_reference(ref: Mapping[str, Any]) -> bool:
 
 @dataclass(frozen=True)
 class HotLoopRecord:
-    """Our writes of one target to one MachineSet, in a row. Kept in the claim holder's data (key
-    `hot-loop.<uid>`: no writer of the MachineSet can erase it) from the second write on, and in
-    annotation `boot-image-hot-loop` as the visible copy."""
+    """Our writes of one target to one MachineSet, in a row, as annotation `boot-image-hot-loop`
+    shows them (the visible copy; the claim holder keeps a `LedgerEntry` of the same count)."""
 
     target: str
     count: int
@@ -79,9 +79,48 @@ class HotLoopRecord:
             return None
         return cls(target, count) if count >= 0 else None
 
+    def ledger_entry(self) -> LedgerEntry:
+        return LedgerEntry(target_digest(self.target), self.count)
+
+
+@dataclass(frozen=True)
+class LedgerEntry:
+    """The claim holder's count of our writes of one target to one MachineSet (key
+    `hot-loop.<uid>`, value `<count>:<digest of the target>`). No writer of the MachineSet can erase
+    it, and it is written before each patch is sent, the first included (reconcile/ledger.py).
+    Compact, so that thousands fit in one ConfigMap: about 70 bytes each."""
+
+    digest: str
+    count: int
+
+    def to_data(self) -> str:
+        return f"{self.count}:{self.digest}"
+
+    @classmethod
+    def from_data(cls, value: str | None) -> LedgerEntry | None:
+        if not value:
+            return None
+        count, sep, digest = value.partition(":")
+        if sep and count.isdigit() and len(count) <= 6 and _is_digest(digest):
+            return cls(digest, int(count))
+        # Releases before the ledger kept the annotation's JSON form here.
+        legacy = HotLoopRecord.from_annotation(value) if value.startswith("{") else None
+        return legacy.ledger_entry() if legacy is not None else None
+
+
+def _is_digest(value: str) -> bool:
+    return len(value) == _DIGEST_CHARS and all(c in "0123456789abcdef" for c in value)
+
+
+_DIGEST_CHARS = 16  # 64 bits: it only tells one MachineSet's successive targets apart
+
 
 def target_fingerprint(decision: BootImageDecision) -> str:
     return json.dumps(decision.target, sort_keys=True, separators=(",", ":"))
+
+
+def target_digest(fingerprint: str) -> str:
+    return hashlib.sha256(fingerprint.encode()).hexdigest()[:_DIGEST_CHARS]
 
 
 def has_record(annotations: Mapping[str, str]) -> bool:
@@ -93,13 +132,16 @@ def hot_loop_check(
     annotations: Mapping[str, str],
     decision: BootImageDecision,
     remembered: HotLoopRecord | None = None,
-    kept: HotLoopRecord | None = None,
+    kept: LedgerEntry | None = None,
+    unsent: LedgerEntry | None = None,
 ) -> HotLoopRecord | None:
     """The record to write with this patch, or None when writing it would be the 4th time (refuse).
 
     Three copies of the count, the highest for this target wins:
     - `kept`, the claim holder's: survives restarts and any writer of the MachineSet (it is only
-      cleared when the MachineSet is opted out, the documented reset);
+      cleared when the MachineSet is opted out, the documented reset). It already counts a write
+      that was counted but then refused by the API server (`unsent`, the same entry): that one is
+      not counted twice;
     - annotation `boot-image-hot-loop`: survives restarts and a writer that reverts only the boot
       image field;
     - `remembered`, our last write in this process: counts when our whole record vanished (a
@@ -110,7 +152,9 @@ def hot_loop_check(
     annotated = HotLoopRecord.from_annotation(annotations.get(ANNOTATION_HOT_LOOP))
     if annotated is None and not has_record(annotations):
         annotated = remembered
-    count = max((r.count for r in (annotated, kept) if r is not None and r.target == fingerprint), default=0)
+    count = annotated.count if annotated is not None and annotated.target == fingerprint else 0
+    if kept is not None and kept.digest == target_digest(fingerprint):
+        count = max(count, kept.count - 1 if kept == unsent else kept.count)
     if count >= HOT_LOOP_LIMIT:
         return None
     return HotLoopRecord(fingerprint, count + 1)

@@ -15,6 +15,7 @@ from ..writer import MachineSetWriter
 from .claims import ClaimGate, ClaimScope, ClaimsReconciler, Holders, fresh_capi, fresh_machines
 from .delegation import Delegation
 from .kinds import ClusterApiKind, MachineApiKind, MachineKind, SecretCheck
+from .ledger import HotLoopLedger
 from .loop import KeySink, Loop
 from .machines import CloudLookup, Collaborators, MachineReconciler
 from .notices import EventSink, InvolvedObject, involved
@@ -89,8 +90,10 @@ def assemble(store: InformerStore, writers: Writers, options: ReconcileOptions, 
 
     mapi = writers.machine_api
     capi = writers.cluster_api
-    mapi_scope = ClaimScope(mapi, MAPI_HOLDER, lambda: fresh_machines(mapi.custom), MACHINE_READS)
-    capi_scope = ClaimScope(capi, CAPI_HOLDER, lambda: fresh_capi(capi.custom, writers.capi_version), CAPI_READS)
+    mapi_scope = ClaimScope(mapi, MAPI_HOLDER, lambda: fresh_machines(mapi.custom), MACHINE_READS,
+                            HotLoopLedger(mapi.keep_hot_loop))
+    capi_scope = ClaimScope(capi, CAPI_HOLDER, lambda: fresh_capi(capi.custom, writers.capi_version), CAPI_READS,
+                            HotLoopLedger(capi.keep_hot_loop))
     holders = Holders(store, ClaimGate())
     machine_api_kind = MachineApiKind(mapi_scope, hooks.stub_check)
     cluster_api_kind = ClusterApiKind(capi_scope, store, writers.capi_version, cluster.upgrade_gate)

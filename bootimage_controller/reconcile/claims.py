@@ -32,13 +32,14 @@ from ..constants import (
     MACHINESET_VERSION,
     MAPI_NAMESPACE,
 )
-from ..core.claims import HotLoopRecord, hot_loop_key
+from ..core.claims import LedgerEntry, hot_loop_key
 from ..core.cluster import ClusterRead
 from ..kube.errors import Conflict, NotFound
 from ..kube.retry import api_call
 from ..kube.workqueue import DONE, ReconcileResult
 from ..writer import Holder, MachineSetWriter
 from .keys import is_claimed, uid_of
+from .ledger import HotLoopLedger
 from .store import InformerStore
 
 log = structlog.get_logger(__name__)
@@ -94,6 +95,7 @@ class ClaimScope:
     holder_role: str  # the holder's informer
     listing: Listing  # a live list of the objects it may claim
     reads: tuple[ClusterRead, ...]  # their informers
+    ledger: HotLoopLedger  # the hot-loop counts its holder keeps
 
 
 class Holders:
@@ -103,9 +105,14 @@ class Holders:
         self.store = store
         self.gate = gate
 
-    def kept_hot_loop(self, uid: str, scope: ClaimScope) -> HotLoopRecord | None:
+    def kept_hot_loop(self, uid: str, scope: ClaimScope) -> LedgerEntry | None:
+        """The holder's count for this object: what this process wrote last (the watch cache lags
+        our own writes), else what the cache has."""
+        known, entry = scope.ledger.written(hot_loop_key(uid))
+        if known:
+            return entry
         data = (self.store.one(scope.holder_role) or {}).get("data") or {}
-        return HotLoopRecord.from_annotation(data.get(hot_loop_key(uid)))
+        return LedgerEntry.from_data(data.get(hot_loop_key(uid)))
 
     def cached(self, scope: ClaimScope) -> Holder | None:
         """The holder as the watch cache has it, when usable as is: finalizer on, not being deleted.
@@ -127,7 +134,7 @@ class Holders:
         """Drop the holder's counts for these objects (opted out, or gone), if it has any."""
         stale = [uid for uid in uids if self.kept_hot_loop(uid, scope) is not None]
         if stale:
-            await scope.writer.keep_hot_loop(dict.fromkeys((hot_loop_key(uid) for uid in stale), None))
+            await scope.ledger.keep(dict.fromkeys((hot_loop_key(uid) for uid in stale), None))
 
 
 class ClaimsReconciler:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..constants import DEFAULT_DISAGREEMENT_GRACE, Reason
-from ..core.claims import HotLoopRecord
+from ..core.claims import HotLoopRecord, LedgerEntry
 from ..core.companion import Disagreement, DisagreementClock
 from ..core.model import BootImageDecision
 from ..vsphere.refresh import RefreshOutcome
@@ -71,6 +71,8 @@ class Outcomes:
     # uid -> our last boot image write: still counts a hot loop when a writer that replaces the
     # whole object (PUT of an old copy) wipes the persisted record with it.
     hot_loops: dict[str, HotLoopRecord] = field(default_factory=dict)
+    # uid -> the holder's count of a write the API server then refused: not counted twice.
+    unsent: dict[str, LedgerEntry] = field(default_factory=dict)
     outages: dict[str, int] = field(default_factory=dict)  # key -> transient decisions in a row
     # key -> why claiming it makes the MCO hold upgrades (our ClusterOperator says so too).
     claim_warnings: dict[str, str] = field(default_factory=dict)
@@ -87,3 +89,4 @@ class Outcomes:
         self.claim_warnings.pop(key, None)
         self.superseded.pop(key, None)
         self.hot_loops.pop(uid, None)
+        self.unsent.pop(uid, None)

@@ -23,6 +23,7 @@ from bootimage_controller.constants import (
 )
 from bootimage_controller.core.claims import (
     HotLoopRecord,
+    LedgerEntry,
     boot_image_patch,
     hot_loop_check,
     owner_reference,
@@ -205,6 +206,23 @@ def test_memory_counts_when_the_whole_record_vanished_but_not_after_an_admin_res
     # The admin removed only the hot-loop annotation: the record is there, the count restarts.
     reset = {k: v for k, v in _after_write({}, remembered).items() if k != ANNOTATION_HOT_LOOP}
     again = hot_loop_check(reset, decision(), remembered)
+    assert again is not None and again.count == 1
+
+
+def test_the_holders_count_wins_over_a_wiped_record_and_a_refused_write_is_not_counted_twice() -> None:
+    first = hot_loop_check({}, decision())
+    assert first is not None
+    kept = first.ledger_entry()  # in the holder before the patch went; then the object was put back
+    second = hot_loop_check({}, decision(), None, kept)  # a restart: no memory, no annotation
+    assert second is not None and second.count == 2
+    at_limit = HotLoopRecord(first.target, HOT_LOOP_LIMIT).ledger_entry()
+    assert hot_loop_check({}, decision(), None, at_limit) is None
+    # The count was kept, then the server refused the patch: the retry reuses that count.
+    retry = hot_loop_check({}, decision(), None, kept, unsent=kept)
+    assert retry is not None and retry.ledger_entry() == kept
+    # Another target's count is not this one's.
+    other = LedgerEntry("0" * 16, HOT_LOOP_LIMIT)
+    again = hot_loop_check({}, decision(), None, other)
     assert again is not None and again.count == 1
 
 
