@@ -169,6 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_aleph_report(sub)
     _add_release_claims(sub)
     _add_rollback(sub)
+    _add_fleet(sub)
     return parser
 
 
@@ -332,6 +333,38 @@ def _add_rollback(sub: Any) -> None:
     p.set_defaults(handler=_lazy("commands", "rollback"))
 
 
+def _add_fleet(sub: Any) -> None:
+    p = sub.add_parser(
+        "fleet", help="boot images and skew across many clusters and HyperShift NodePools, read-only",
+        description=(
+            "Read many clusters (must-gather trees and kubeconfig contexts) concurrently and report, per "
+            "cluster, its boot images, their age, the decision plan makes for each pool and whether the "
+            "next upgrade would be held; on HyperShift management clusters, every HostedCluster and its "
+            "NodePools, flagging a stream with no image for a pool's platform (ValidPlatformImage=False)."
+        ),
+        epilog="exit status: 0 every cluster read, 1 some could not be read (their rows say why), 2 usage, "
+               "3 with --fail-on-skew when any cluster's next upgrade would be held",
+    )
+    p.add_argument("paths", nargs="*", metavar="PATH", help="must-gather trees (or folders of YAML), one cluster each")
+    p.add_argument("--kubeconfig", action="append", default=[], metavar="FILE",
+                   help="kubeconfig file or folder of them (repeatable); each file's current context unless "
+                        "--context or --all-contexts")
+    p.add_argument("--context", action="append", default=[], metavar="NAME", help="a kubeconfig context (repeatable)")
+    p.add_argument("--all-contexts", action="store_true", help="every context of the kubeconfig files")
+    p.add_argument("--parallel", type=positive_int, default=8, metavar="N", help="clusters read at once (default 8)")
+    p.add_argument("--timeout", type=duration_arg, default=60.0, metavar="DURATION",
+                   help="per cluster (default 60s)")
+    p.add_argument("--bootimages", metavar="FILE",
+                   help="golden data (a coreos-bootimages ConfigMap or stream JSON) for every cluster and NodePool, "
+                        "instead of each cluster's own ConfigMap and the bundled data of each NodePool's release")
+    p.add_argument("-o", "--output", choices=("table", "json"), default="table", help="output format (default: table)")
+    p.add_argument("--html", metavar="FILE", help="also write one self-contained HTML page")
+    p.add_argument("--fail-on-skew", action="store_true", help="exit 3 when any cluster's next upgrade would be held")
+    _add_skew_limits(p)
+    _add_logging(p)
+    p.set_defaults(handler=_lazy("fleet.command", "main"))
+
+
 def _add_kubeconfig(p: argparse.ArgumentParser, default_text: str) -> None:
     p.add_argument("--kubeconfig", metavar="FILE", help=f"kubeconfig file ({default_text})")
 
@@ -456,6 +489,8 @@ def _stdout_gone() -> None:
 def _check_usage(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     if args.command == "aleph-report" and not args.node_name:
         parser.error("aleph-report: --node-name is required (or set NODE_NAME)")
+    if args.command == "fleet" and not (args.paths or args.kubeconfig or args.context or args.all_contexts):
+        parser.error("fleet: give must-gather PATHs, --kubeconfig FILE, --context NAME or --all-contexts")
     if args.command != "plan":
         return
     if args.from_cluster and args.paths:

@@ -391,6 +391,10 @@ METRIC_SKEW_UPGRADEABLE: Final = "bootimage_controller_skew_upgradeable"
 METRIC_SKEW_NONE: Final = "bootimage_controller_skew_enforcement_none"
 METRIC_CLUSTER_BOOT_IMAGE: Final = "bootimage_controller_cluster_boot_image"  # _info appended
 METRIC_DISAGREEMENTS: Final = "bootimage_controller_disagreements"
+# Per pool, for fleets that aggregate (Thanos, ACM Observability): which boot image, how old, how far behind.
+METRIC_POOL_BOOT_IMAGE: Final = "bootimage_controller_machineset_boot_image"  # _info appended
+METRIC_POOL_BOOT_IMAGE_AGE: Final = "bootimage_controller_machineset_boot_image_age_seconds"
+METRIC_POOL_RELEASES_BEHIND: Final = "bootimage_controller_machineset_boot_image_releases_behind"
 # Not in the SPEC's list: an addition, for dashboards and the benchmark's "settled" signal.
 METRIC_EVENTS_PENDING: Final = "bootimage_controller_events_pending"
 METRIC_LEADER: Final = "bootimage_controller_leader"
@@ -408,3 +412,10 @@ OUTPUT_FORMATS: Final = ("table", "wide", "json", "yaml")  # wide: the table, ev
 # Request content types of the two patch kinds we send.
 MERGE_PATCH: Final = "application/merge-patch+json"  # RFC 7386
 JSON_PATCH: Final = "application/json-patch+json"  # RFC 6902
+
+
+# ---- HyperShift (fleet: HostedClusters and their NodePools, read only) ----------------------------
+HYPERSHIFT_GROUP: Final = "hypershift.openshift.io"
+HYPERSHIFT_VERSION: Final = "v1beta1"
+HOSTED_CLUSTER_KIND: Final = "HostedCluster"
+NODE_POOL_KIND: Final = "NodePool"

@@ -16,7 +16,15 @@ from typing import Any
 
 import structlog
 
-from .constants import CAPI_VERSIONS, MAPI_NAMESPACE, VSPHERE_CREDENTIALS_SECRET
+from .constants import (
+    CAPI_VERSIONS,
+    HOSTED_CLUSTER_KIND,
+    HYPERSHIFT_GROUP,
+    HYPERSHIFT_VERSION,
+    MAPI_NAMESPACE,
+    NODE_POOL_KIND,
+    VSPHERE_CREDENTIALS_SECRET,
+)
 from .core.cluster import CLUSTER_READS, ClusterRead, with_capi_version
 from .plan_inputs import CLOUD_SECRET_NAMES, ClusterReadError, SourcedObject
 
@@ -46,7 +54,8 @@ def fetch_cluster_objects(
 
 
 async def _fetch_cluster_objects(
-    kubeconfig: str | None, with_secrets: bool, vsphere_secret: tuple[str, str] | None = None
+    kubeconfig: str | None, with_secrets: bool, vsphere_secret: tuple[str, str] | None = None,
+    *, context: str | None = None, hypershift: bool = False,
 ) -> list[SourcedObject]:
     from kubernetes_asyncio import client
     from kubernetes_asyncio.config import ConfigException
@@ -56,7 +65,7 @@ async def _fetch_cluster_objects(
     if kubeconfig and not Path(kubeconfig).is_file():
         raise ClusterReadError(f"--kubeconfig {kubeconfig}: no such file")
     try:
-        api = await make_api_client(kubeconfig)
+        api = await make_api_client(kubeconfig, context=context)
     except ClientConfigError as exc:
         raise ClusterReadError(str(exc)) from None
     except (ConfigException, OSError, ValueError, TypeError, KeyError) as exc:
@@ -65,7 +74,17 @@ async def _fetch_cluster_objects(
         core = client.CoreV1Api(api)
         from .capi.discovery import discover_capi_version
 
-        reads = _cluster_reads(client.CustomObjectsApi(api), core, await discover_capi_version(api))
+        custom = client.CustomObjectsApi(api)
+        reads = _cluster_reads(custom, core, await discover_capi_version(api))
+        if hypershift:
+            # `fleet`: a HyperShift management cluster's HostedClusters and NodePools (404: none).
+            reads += [
+                _Read(f"{kind}s", f"{HYPERSHIFT_GROUP}/{HYPERSHIFT_VERSION}", kind,
+                      lambda plural=plural: custom.list_cluster_custom_object(
+                          HYPERSHIFT_GROUP, HYPERSHIFT_VERSION, plural, _preload_content=False),
+                      is_list=True)
+                for kind, plural in ((HOSTED_CLUSTER_KIND, "hostedclusters"), (NODE_POOL_KIND, "nodepools"))
+            ]
         if with_secrets:
             reads += [
                 _Read(f"Secret {name}", "v1", "Secret",

@@ -14,6 +14,12 @@ Azure versions are not RHCOS build ids (`9.6.20251015`, `4.18.2025031114`); they
 published, unchanged, because that is the only thing known about them and what Azure itself
 reports. No build id is invented for them.
 
+It also records, per OpenShift release and OS stream (`release-streams`, for `fleet`'s HyperShift
+NodePools), which platform images each architecture has: `{"4.22": {"rhel-10": {"x86_64": {"aws":
+{region: AMI}, "gcp": name, "azure": true}}}}`. The release comes from the file name, the stream from
+its builds' RHEL major (`rhel-9`, `rhel-10`); a later file of the same release and stream wins (the
+`installer-release-4.16` file over the 4.16 GA one); marketplace overlays set `azure`.
+
 Output is deterministic (sorted keys, fixed indentation, trailing newline). The same key with two
 different releases in two files is an error: the index would otherwise depend on file order.
 
@@ -126,7 +132,53 @@ def build_index(stream_dir: Path) -> dict[str, Any]:
             if shipped is not None and (release not in first_shipped or shipped < first_shipped[release]):
                 first_shipped[release] = shipped
     ocp = {build: f"{major}.{minor}" for build, (major, minor) in sorted(first_shipped.items())}
-    return {"sources": sources, **index, "ocp-releases": ocp}
+    return {"sources": sources, **index, "ocp-releases": ocp, "release-streams": release_streams(stream_dir)}
+
+
+def _stream_of(doc: Mapping[str, Any]) -> str | None:
+    """`rhel-N` from the first build id of the document (RHEL-aligned `9.6.…` or OCP-encoded `416.94.…`)."""
+    for node in _obj(doc.get("architectures")).values():
+        release = _str(_obj(_obj(_obj(node).get("artifacts")).get("qemu")).get("release")) or next(
+            (_str(_obj(a).get("release")) for a in _obj(_obj(node).get("artifacts")).values()), "")
+        parts = release.split(".")
+        if len(parts) > 1 and parts[0].isdigit() and parts[1][:1].isdigit():
+            # OCP-encoded `416.94.…`: RHEL 9.4 is the second part; RHEL-aligned `9.6.…`: the first.
+            return f"rhel-{parts[1][0] if len(parts[0]) == 3 else parts[0]}"
+    return None
+
+
+def release_streams(stream_dir: Path) -> dict[str, dict[str, dict[str, dict[str, Any]]]]:
+    out: dict[str, dict[str, dict[str, dict[str, Any]]]] = {}
+    overlays: list[tuple[str, str, Mapping[str, Any]]] = []
+    for path in sorted(stream_dir.glob("*.json")):
+        shipped = _release_of_file(path.name)
+        if shipped is None:
+            continue
+        release = f"{shipped[0]}.{shipped[1]}"
+        doc = json.loads(path.read_text())
+        if "architectures" not in doc:
+            overlays.append((release, "rhel-10" if "rhel-10" in path.name else "rhel-9", doc))
+            continue
+        stream = _stream_of(doc)
+        if stream is None:
+            continue
+        archs: dict[str, dict[str, Any]] = {}
+        for arch, node in sorted(_obj(doc.get("architectures")).items()):
+            images = _obj(_obj(node).get("images"))
+            regions = _obj(_obj(images.get("aws")).get("regions"))
+            entry: dict[str, Any] = {"aws": {r: _str(_obj(e).get("image")) for r, e in sorted(regions.items())}}
+            gcp = _str(_obj(images.get("gcp")).get("name"))
+            if gcp:
+                entry["gcp"] = gcp
+            if _obj(_obj(_obj(node).get("rhel-coreos-extensions")).get("marketplace")).get("azure"):
+                entry["azure"] = True
+            archs[arch] = entry
+        out.setdefault(release, {})[stream] = archs
+    for release, stream, doc in overlays:
+        for arch, node in doc.items():
+            if _obj(node).get("azure") and arch in out.get(release, {}).get(stream, {}):
+                out[release][stream][arch]["azure"] = True
+    return out
 
 
 def render(index: Mapping[str, Any]) -> str:

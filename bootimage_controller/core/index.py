@@ -39,6 +39,9 @@ class PublishedImageIndex:
     aws_winli: Mapping[str, str] = field(default_factory=dict)  # Windows License Included AMI id -> release
     # RHCOS build -> the first OpenShift release ("4.19") whose installer shipped it.
     ocp_releases: Mapping[str, str] = field(default_factory=dict)
+    # "4.22" -> "rhel-10" -> arch -> {"aws": {region: AMI}, "gcp": name, "azure": true}: which
+    # platform images each release's installer shipped (fleet: HyperShift NodePools).
+    release_streams: Mapping[str, Mapping[str, Mapping[str, Mapping[str, Any]]]] = field(default_factory=dict)
 
     def openshift_release(self, build: str) -> str | None:
         """The OpenShift release ("4.16") that shipped this RHCOS build: read from an OCP-encoded
@@ -74,6 +77,7 @@ class PublishedImageIndex:
             azure=dict(doc.get("azure", {})),
             aws_winli=dict(doc.get("aws-winli", {})),
             ocp_releases=dict(doc.get("ocp-releases", {})),
+            release_streams=dict(doc.get("release-streams", {})),
         )
 
     @classmethod

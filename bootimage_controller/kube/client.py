@@ -194,7 +194,7 @@ class InstrumentedApiClient(ApiClient):
             API_REQUESTS.labels(verb=verb, resource=resource, code=code).inc()
 
 
-async def load_configuration(kubeconfig: str | None) -> Any:
+async def load_configuration(kubeconfig: str | None, context: str | None = None) -> Any:
     """A `Configuration` from `kubeconfig`; else in-cluster; else `$KUBECONFIG` / `~/.kube/config`.
 
     Every failure is one `ClientConfigError` naming the file (or variable) and the cause: a missing
@@ -202,7 +202,7 @@ async def load_configuration(kubeconfig: str | None) -> Any:
     """
     cfg = Configuration()
     if kubeconfig:
-        await _load_file(Path(kubeconfig), f"--kubeconfig {kubeconfig}", cfg)
+        await _load_file(Path(kubeconfig), f"--kubeconfig {kubeconfig}", cfg, context)
         return cfg
     if os.environ.get("KUBERNETES_SERVICE_HOST"):
         # Sync in kubernetes_asyncio; it re-reads the projected token before it expires.
@@ -214,31 +214,32 @@ async def load_configuration(kubeconfig: str | None) -> Any:
     env = os.environ.get("KUBECONFIG", "").split(os.pathsep)[0]
     default = Path(os.path.expanduser(env or "~/.kube/config"))
     if env or default.exists():
-        await _load_file(default, f"KUBECONFIG {env}" if env else f"kubeconfig {default}", cfg)
+        await _load_file(default, f"KUBECONFIG {env}" if env else f"kubeconfig {default}", cfg, context)
         return cfg
     raise ClientConfigError(
         "no Kubernetes configuration: pass --kubeconfig, set KUBECONFIG, or run in a cluster"
     )
 
 
-async def _load_file(path: Path, named: str, cfg: Any) -> None:
+async def _load_file(path: Path, named: str, cfg: Any, context: str | None = None) -> None:
     if not path.is_file():
         raise ClientConfigError(f"{named}: no such file")
     try:
-        await kconfig.load_kube_config(config_file=str(path), client_configuration=cfg, persist_config=False)
+        await kconfig.load_kube_config(config_file=str(path), context=context, client_configuration=cfg,
+                                       persist_config=False)
     except (kconfig.ConfigException, OSError, ValueError, TypeError, KeyError, AttributeError, yaml.YAMLError) as exc:
         cause = " ".join(str(exc).split()) or type(exc).__name__
         raise ClientConfigError(f"{named}: not a usable kubeconfig: {cause}") from None
 
 
 async def make_api_client(
-    kubeconfig: str | None, *, qps: float = DEFAULT_QPS, burst: int = DEFAULT_BURST
+    kubeconfig: str | None, *, qps: float = DEFAULT_QPS, burst: int = DEFAULT_BURST, context: str | None = None
 ) -> InstrumentedApiClient:
     """An `ApiClient` limited to `qps`/`burst` requests (`qps <= 0`: unlimited) and metered.
 
     Close it with `await api.close()` (or use it as an async context manager).
     """
-    cfg = await load_configuration(kubeconfig)
+    cfg = await load_configuration(kubeconfig, context)
     limiter = TokenBucket(qps, burst) if qps > 0 else None
     api = InstrumentedApiClient(cfg, limiter)
     # Whether a proxy is used, not its URL: a proxy URL may carry credentials.

@@ -137,6 +137,10 @@ RESOURCES: Final[tuple[Resource, ...]] = (
     Resource("rbac.authorization.k8s.io/v1", "RoleBinding", "rolebindings", True, False),
     Resource("rbac.authorization.k8s.io/v1", "ClusterRole", "clusterroles", False, False),
     Resource("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", "clusterrolebindings", False, False),
+    Resource("apiextensions.k8s.io/v1", "CustomResourceDefinition", "customresourcedefinitions", False, False),
+    # HyperShift (tests/fixtures/crds, applied by the fleet tests only)
+    Resource("hypershift.openshift.io/v1beta1", "HostedCluster", "hostedclusters", True, True),
+    Resource("hypershift.openshift.io/v1beta1", "NodePool", "nodepools", True, True),
     # Cluster API (manifests/crds): both versions of the core kinds, the providers' templates.
     *(
         Resource(f"cluster.x-k8s.io/{v}", kind, plural, True, True)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from enum import StrEnum
 from functools import lru_cache
 
@@ -106,6 +107,16 @@ class RhcosVersion:
 
     def __str__(self) -> str:
         return self.text
+
+    @property
+    def built(self) -> datetime | None:
+        """When the build was made, from its timestamp (`202405291527`: minutes; `20251212`: the
+        day, taken as midnight UTC). None when the stamp is not a real date."""
+        fmt = "%Y%m%d%H%M" if len(self.timestamp) == 12 else "%Y%m%d"
+        try:
+            return datetime.strptime(self.timestamp, fmt).replace(tzinfo=UTC)
+        except ValueError:
+            return None
 
     @property
     def build_order(self) -> tuple[str, int]:

@@ -1,0 +1,49 @@
+"""`bootimage-controller fleet`: wire sources, reading and outputs (SPEC section 4)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shutil
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+from ..core.fleet import ClusterRow, PlatformImageCatalog, catalog_from_golden, worst_first
+from ..core.index import PublishedImageIndex
+from ..core.skew.verdict import SkewLimits
+from ..plan_inputs import load_bootimages_file
+from . import render
+from .read import FleetOptions
+from .run import Progress, read_fleet
+from .sources import discover
+
+EXIT_OK, EXIT_UNREADABLE, EXIT_SKEW = 0, 1, 3
+
+
+def main(args: argparse.Namespace) -> int:
+    if args.html:
+        render.check_html_available()
+    sources = discover(args.paths, args.kubeconfig, args.context, args.all_contexts)
+    index = PublishedImageIndex.bundled()
+    if args.bootimages:
+        golden = load_bootimages_file(Path(args.bootimages)).golden
+        catalog = PlatformImageCatalog({}, catalog_from_golden(golden), f"--bootimages {args.bootimages}")
+    else:
+        catalog = PlatformImageCatalog(index.release_streams)
+    limits = SkewLimits.from_flags(args.ocp_skew_limit, args.rhel_skew_limit, ocp_flag="--ocp-skew-limit",
+                                   rhel_flag="--rhel-skew-limit")
+    options = FleetOptions(args.bootimages, limits, catalog, index, datetime.now(UTC))
+    rows: list[ClusterRow] = []
+    asyncio.run(read_fleet(sources, options, parallel=args.parallel, timeout=args.timeout, on_rows=rows.extend,
+                           progress=Progress(len(sources))))
+    ordered = worst_first(rows)
+    if args.html:
+        Path(args.html).write_text(render.html_page(ordered, options.now))
+        print(f"wrote {args.html}", file=sys.stderr)
+    width = shutil.get_terminal_size((160, 24)).columns if sys.stdout.isatty() else 10_000
+    sys.stdout.write(render.to_json(ordered) if args.output == "json" else render.table(ordered, width))
+    sys.stdout.flush()
+    if args.fail_on_skew and any(r.upgrades_held for r in ordered):
+        return EXIT_SKEW
+    return EXIT_UNREADABLE if any(r.error is not None for r in ordered) else EXIT_OK

@@ -1,0 +1,93 @@
+"""Read one cluster of a `fleet` run into rows, with the functions `plan` uses.
+
+A must-gather tree is parsed and planned in a worker thread (it is CPU work, and the event loop
+keeps the other clusters' reads going); a live cluster is read with the same reads as
+`plan --from-cluster`, plus its HostedClusters and NodePools. Whatever goes wrong becomes the
+cluster's row with its error: one broken cluster never stops the others.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from datetime import datetime
+
+import structlog
+
+from ..constants import HOSTED_CLUSTER_KIND, HYPERSHIFT_GROUP, NODE_POOL_KIND
+from ..core.cluster import platform_of
+from ..core.fleet import (
+    ClusterFactsForFleet,
+    ClusterRow,
+    PlatformImageCatalog,
+    cluster_releases,
+    cluster_row,
+    failed_cluster,
+    hosted_cluster_rows,
+)
+from ..core.index import PublishedImageIndex
+from ..core.skew.verdict import SkewLimits
+from ..errors import BootImageControllerError
+from ..plan_inputs import SourcedObject, classify, evaluate_plan_skew, load_paths, prepare, run_planner
+from .sources import ClusterSource
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True)
+class FleetOptions:
+    bootimages: str | None  # --bootimages: golden data for every cluster and NodePool
+    limits: SkewLimits
+    catalog: PlatformImageCatalog
+    index: PublishedImageIndex
+    now: datetime
+
+
+async def read_cluster(source: ClusterSource, options: FleetOptions) -> list[ClusterRow]:
+    """The cluster's row (and its HostedClusters' rows); an unreadable cluster is one row with its
+    error. Never raises but for cancellation."""
+    try:
+        if source.tree is not None:
+            return await asyncio.to_thread(_read_tree, source, options)
+        objects = await _read_live(source)
+        return await asyncio.to_thread(rows_from_objects, source, objects, options)
+    except BootImageControllerError as exc:
+        return [failed_cluster(source.name, source.description, str(exc))]
+    except Exception as exc:  # a bug or an input nobody foresaw: this cluster's row says so
+        log.debug("cluster read failed", cluster=source.name, exc_info=True)
+        return [failed_cluster(source.name, source.description, f"{type(exc).__name__}: {exc}")]
+
+
+def _read_tree(source: ClusterSource, options: FleetOptions) -> list[ClusterRow]:
+    assert source.tree is not None
+    return rows_from_objects(source, load_paths([source.tree]), options)
+
+
+async def _read_live(source: ClusterSource) -> list[SourcedObject]:
+    from ..plan_cluster import _fetch_cluster_objects
+
+    return await _fetch_cluster_objects(str(source.kubeconfig), False, context=source.context, hypershift=True)
+
+
+def rows_from_objects(source: ClusterSource, objects: list[SourcedObject], options: FleetOptions) -> list[ClusterRow]:
+    hyper = [o for o in objects if o.api_group == HYPERSHIFT_GROUP]
+    inputs = classify(o for o in objects if o.api_group != HYPERSHIFT_GROUP)
+    current, install = cluster_releases(inputs.cluster_version.obj if inputs.cluster_version else None)
+    rows: list[ClusterRow] = []
+    if inputs.machines or inputs.capi or not hyper:
+        prepared = prepare(inputs, bootimages_file=options.bootimages)
+        decisions = run_planner(prepared)
+        skew = evaluate_plan_skew(prepared, decisions, options.limits)
+        facts = ClusterFactsForFleet(prepared.context.facts.platform, current, install)
+        rows.append(cluster_row(source.name, source.description, facts, decisions, skew.verdict, options.index,
+                                options.now))
+    else:
+        # A HyperShift management cluster with no MachineSets of its own: its row has no pools.
+        platform = platform_of(inputs.infrastructure.obj if inputs.infrastructure else None)
+        rows.append(ClusterRow(name=source.name, source=source.description, platform=platform, release=current,
+                               install_release=install))
+    hosted = [o.obj for o in hyper if o.kind == HOSTED_CLUSTER_KIND]
+    pools = [o.obj for o in hyper if o.kind == NODE_POOL_KIND]
+    rows += hosted_cluster_rows(source.name, source.description, hosted, pools, options.catalog, options.index,
+                                options.now)
+    return rows

@@ -1,0 +1,162 @@
+"""`fleet`'s outputs: the table (one row per cluster, worst first), `-o json` (SPEC section 4) and
+the `--html` page (a Jinja2 template, the chart drawn by matplotlib as inline SVG: the page needs
+no network when it is opened)."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+from collections import Counter
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from ..core.fleet import STATUS_ORDER, ClusterRow, PoolRow
+from ..core.times import format_time
+from ..errors import InputError
+
+HTML_EXTRA = "bootimage-controller[fleet]"  # what `--html` needs installed
+CHART_CLUSTERS = 40  # the chart shows the clusters with the oldest boot images; the page lists all
+STATUS_COLOURS = {"error": "#7d1f1f", "held": "#c9190b", "invalid-image": "#a0522d", "degraded": "#ec7a08",
+                  "outdated": "#f0ab00", "ok": "#3e8635"}
+
+
+def to_json(rows: Sequence[ClusterRow]) -> str:
+    return json.dumps({"kind": "BootImageFleet", "clusters": [r.to_json() for r in rows]}, indent=2) + "\n"
+
+
+def _pools_summary(row: ClusterRow) -> str:
+    pools = row.every_pool
+    if not pools:
+        return "-"
+    counts = Counter(p.action for p in pools)
+    parts = [f"{counts[a]} {a}" for a in ("patch", "error", "skip") if counts[a]]
+    return f"{len(pools)}" + (f": {', '.join(parts)}" if parts else "")
+
+
+def _oldest(row: ClusterRow) -> str:
+    aged = [p for p in row.every_pool if p.boot_image_age_days is not None]
+    if not aged:
+        return "-"
+    oldest = max(aged, key=lambda p: p.boot_image_age_days or 0)
+    shipped = f" ({oldest.current_openshift})" if oldest.current_openshift else ""
+    return f"{oldest.boot_image_age_days} d{shipped}"
+
+
+def note(row: ClusterRow) -> str:
+    """What to look at first: the error, the pools holding upgrades, the missing images."""
+    if row.error is not None:
+        return row.error
+    if row.upgrades_held:
+        return f"next upgrade held by {', '.join(row.held_by) or 'skew'}"
+    missing = [f"{p.name}: {p.missing_platform_image}" for p in row.every_pool if p.valid_platform_image is False]
+    if missing:
+        return "no platform image: " + "; ".join(missing)
+    errors = [f"{p.name}: {p.reason}" for p in row.every_pool if p.action == "error"]
+    return "; ".join(errors)
+
+
+def table(rows: Sequence[ClusterRow], width: int = 160) -> str:
+    header = ("CLUSTER", "STATUS", "PLATFORM", "RELEASE", "INSTALLED", "POOLS", "OLDEST", "NOTE")
+    body = [(r.name, r.status, r.platform or "-", r.release or "-", r.install_release or "-", _pools_summary(r),
+             _oldest(r), note(r)) for r in rows]
+    widths = [max(len(str(line[i])) for line in (header, *body)) for i in range(len(header) - 1)]
+    out = []
+    for line in (header, *body):
+        cells = [str(c).ljust(w) for c, w in zip(line[:-1], widths, strict=True)]
+        text = "  ".join([*cells, str(line[-1])]).rstrip()
+        out.append(text if len(text) <= width else text[: max(width - 3, 20)] + "...")
+    counts = Counter(r.status for r in rows)
+    summary = ", ".join(f"{counts[s]} {s}" for s in STATUS_ORDER if counts[s])
+    return "\n".join(out) + f"\n\n{len(rows)} clusters: {summary}\n"
+
+
+# ---- the page ---------------------------------------------------------------------------------
+
+
+def charted(rows: Sequence[ClusterRow]) -> list[ClusterRow]:
+    """The clusters the chart draws: those with a dated boot image, the oldest first."""
+    aged = [r for r in rows if r.oldest_age_days is not None]
+    return sorted(aged, key=lambda r: -(r.oldest_age_days or 0))[:CHART_CLUSTERS]
+
+
+def age_chart_svg(rows: Sequence[ClusterRow]) -> str:
+    """Horizontal bars: each pool's boot image age in days, grouped by cluster (the clusters with
+    the oldest boot images first), coloured by the cluster's status."""
+    import matplotlib
+
+    matplotlib.use("svg")
+    from matplotlib import pyplot as plt
+
+    matplotlib.rcParams["svg.fonttype"] = "none"  # text stays text: searchable, and small
+    matplotlib.rcParams["svg.hashsalt"] = "bootimage-fleet"  # the same page for the same fleet
+    bars: list[tuple[str, int, str]] = []
+    for r in charted(rows):
+        for p in r.every_pool:
+            if p.boot_image_age_days is not None:
+                bars.append((f"{r.name} / {p.name}", p.boot_image_age_days, STATUS_COLOURS[r.status]))
+    fig, ax = plt.subplots(figsize=(10, max(2.0, 0.22 * len(bars) + 1)))
+    try:
+        labels = [b[0] for b in bars]
+        drawn = ax.barh(range(len(bars)), [b[1] for b in bars], color=[b[2] for b in bars])
+        for i, rect in enumerate(drawn):
+            rect.set_gid(f"age-bar-{i}")  # named in the SVG: the page test counts them
+        ax.set_yticks(range(len(bars)), labels=labels, fontsize=7)
+        ax.invert_yaxis()
+        ax.set_xlabel("boot image age (days since the RHCOS build)")
+        ax.set_title("Boot image age per cluster and pool")
+        fig.tight_layout()
+        buf = io.StringIO()
+        fig.savefig(buf, format="svg")
+    finally:
+        plt.close(fig)
+    svg = buf.getvalue()
+    return svg[svg.index("<svg"):]  # the XML prolog and doctype do not belong inside HTML
+
+
+def check_html_available() -> None:
+    """`--html` needs the `fleet` extra: say so before any cluster is read."""
+    try:
+        import jinja2  # noqa: F401
+        import matplotlib  # noqa: F401
+    except ImportError as exc:
+        raise InputError("--html", None, f"needs Jinja2 and matplotlib ({exc.name} is missing): "
+                                         f"pip install '{HTML_EXTRA}'") from None
+    logging.getLogger("matplotlib").setLevel(logging.WARNING)  # its font cache notes are not ours to show
+
+
+def html_page(rows: Sequence[ClusterRow], generated: datetime) -> str:
+    check_html_available()
+    import jinja2
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("bootimage_controller.fleet", "templates"),
+        autoescape=jinja2.select_autoescape(["html", "j2"]),
+        undefined=jinja2.StrictUndefined,
+    )
+    counts = Counter(r.status for r in rows)
+    context: dict[str, Any] = {
+        "rows": rows,
+        "generated": format_time(generated),
+        "summary": [(s, counts[s], STATUS_COLOURS[s]) for s in STATUS_ORDER if counts[s]],
+        "held": [r for r in rows if r.upgrades_held],
+        "invalid": [(r, p) for r in rows for p in r.every_pool if p.valid_platform_image is False],
+        "pools": sum(len(r.every_pool) for r in rows),
+        "chart": age_chart_svg(rows),
+        "charted": len(charted(rows)),
+        "colours": STATUS_COLOURS,
+        "note": note,
+        "pool_cells": _pool_cells,
+    }
+    return env.get_template("fleet.html.j2").render(context)
+
+
+def _pool_cells(p: PoolRow) -> list[str]:
+    def release(build: str | None, ocp: str | None) -> str:
+        return f"{build} ({ocp})" if build and ocp else build or "-"
+
+    return [p.namespace, p.name, p.kind, p.stream or "-", p.architecture or "-", p.manager or "-",
+            release(p.current_release, p.current_openshift), release(p.target_release, p.target_openshift),
+            "-" if p.boot_image_age_days is None else str(p.boot_image_age_days), f"{p.action} {p.reason}",
+            "" if p.valid_platform_image is None else ("yes" if p.valid_platform_image else
+                                                       f"no: {p.missing_platform_image}")]

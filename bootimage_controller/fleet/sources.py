@@ -1,0 +1,116 @@
+"""The clusters a `fleet` run reads: must-gather trees and kubeconfig contexts.
+
+- `PATH ...`: each a must-gather tree (or a folder of YAML/JSON): one cluster each, named by the
+  folder.
+- `--kubeconfig F` (repeated; F a file or a folder of them) with `--context NAME` (repeated) or
+  `--all-contexts`: those contexts of each file; with neither, each file's current context. Without
+  `--kubeconfig`, `--context` and `--all-contexts` read `$KUBECONFIG` (its first file) or
+  `~/.kube/config`.
+A context name given twice (two files) is told apart by its file's name.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from ..errors import InputError
+
+
+@dataclass(frozen=True)
+class ClusterSource:
+    """One cluster to read: a must-gather tree, or a kubeconfig file and context."""
+
+    name: str
+    tree: Path | None = None
+    kubeconfig: Path | None = None
+    context: str | None = None
+
+    @property
+    def description(self) -> str:
+        if self.tree is not None:
+            return f"must-gather {self.tree}"
+        return f"context {self.context} of {self.kubeconfig}"
+
+
+def discover(
+    paths: Sequence[str],
+    kubeconfigs: Sequence[str],
+    contexts: Sequence[str],
+    all_contexts: bool,
+) -> list[ClusterSource]:
+    sources = [_tree(Path(p)) for p in paths]
+    files = [f for k in kubeconfigs for f in _kubeconfig_files(Path(k))]
+    if not files and (contexts or all_contexts):
+        files = [_default_kubeconfig()]
+    live: list[ClusterSource] = []
+    for path in files:
+        names, current = _contexts_of(path)
+        if all_contexts:
+            chosen = names
+        elif contexts:
+            chosen = [c for c in contexts if c in names]
+        else:
+            chosen = [current] if current else []
+            if not chosen:
+                raise InputError(str(path), None, "no current-context: pass --context NAME or --all-contexts")
+        live += [ClusterSource(name=c, kubeconfig=path, context=c) for c in chosen]
+    missing = [c for c in contexts if not any(s.context == c for s in live)]
+    if missing:
+        raise InputError(", ".join(str(f) for f in files), None, f"no context named {', '.join(missing)}")
+    return _unique_names([*sources, *live])
+
+
+def _tree(path: Path) -> ClusterSource:
+    if not path.exists():
+        raise InputError(str(path), None, "no such file or folder")
+    return ClusterSource(name=path.resolve().name or str(path), tree=path)
+
+
+def _kubeconfig_files(path: Path) -> list[Path]:
+    if path.is_dir():
+        files = sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith("."))
+        if not files:
+            raise InputError(str(path), None, "--kubeconfig: the folder has no files")
+        return files
+    if not path.is_file():
+        raise InputError(str(path), None, "--kubeconfig: no such file or folder")
+    return [path]
+
+
+def _default_kubeconfig() -> Path:
+    env = os.environ.get("KUBECONFIG", "").split(os.pathsep)[0]
+    path = Path(os.path.expanduser(env or "~/.kube/config"))
+    if not path.is_file():
+        raise InputError(str(path), None, "no kubeconfig: pass --kubeconfig FILE or set KUBECONFIG")
+    return path
+
+
+def _contexts_of(path: Path) -> tuple[list[str], str | None]:
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise InputError(str(path), None, f"not a readable kubeconfig: {' '.join(str(exc).split())}") from None
+    if not isinstance(doc, dict):
+        raise InputError(str(path), None, "not a kubeconfig (expected a YAML map)")
+    entries = doc.get("contexts") or []
+    names = [str(c["name"]) for c in entries if isinstance(c, dict) and isinstance(c.get("name"), str)]
+    current = doc.get("current-context")
+    return names, current if isinstance(current, str) and current in names else None
+
+
+def _unique_names(sources: list[ClusterSource]) -> list[ClusterSource]:
+    seen: dict[str, int] = {}
+    for s in sources:
+        seen[s.name] = seen.get(s.name, 0) + 1
+    out = []
+    for s in sources:
+        if seen[s.name] > 1:
+            where = s.kubeconfig.name if s.kubeconfig is not None else str(s.tree)
+            s = ClusterSource(f"{s.name} ({where})", s.tree, s.kubeconfig, s.context)
+        out.append(s)
+    return out

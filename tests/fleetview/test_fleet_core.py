@@ -1,0 +1,157 @@
+"""The fleet's pure parts (core/fleet.py) and its sources, reading and run loop without a cluster."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+import yaml
+
+from bootimage_controller.core.fleet import (
+    ClusterRow,
+    PlatformImageCatalog,
+    PoolRow,
+    default_stream,
+    release_of_image,
+    releases_behind,
+    worst_first,
+)
+from bootimage_controller.core.index import PublishedImageIndex
+from bootimage_controller.errors import InputError
+from bootimage_controller.fleet import read as fleet_read
+from bootimage_controller.fleet.run import read_fleet
+from bootimage_controller.fleet.sources import ClusterSource, discover
+
+from .fleetgen import write_fleet
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_release_and_stream_of_a_node_pool() -> None:
+    assert release_of_image("quay.io/openshift-release-dev/ocp-release:4.21.3-x86_64") == "4.21.3"
+    assert release_of_image("quay.io/openshift-release-dev/ocp-release:5.0.0-ec.2-multi") == "5.0.0-ec.2"
+    assert release_of_image("quay.io/openshift-release-dev/ocp-release@sha256:" + "a" * 64) is None
+    assert default_stream("4.22.1") == "rhel-9" and default_stream("5.0.0-ec.2") == "rhel-10"
+    assert default_stream(None) == "rhel-9"
+    assert releases_behind("4.16", "4.22") == 6 and releases_behind("4.22", "5.0") is None
+
+
+def test_the_bundled_catalog_knows_each_release_stream_and_region() -> None:
+    catalog = PlatformImageCatalog(PublishedImageIndex.bundled().release_streams)
+    found = catalog.find("4.22.0", "rhel-10", "aarch64", "AWS", "us-east-1")
+    assert found.image and found.image.startswith("ami-") and found.missing is None
+    gone = catalog.find("4.22.0", "rhel-9", "x86_64", "AWS", "me-south-1")  # 4.22 dropped the region
+    assert gone.image is None and gone.missing == "aws/me-south-1/x86_64 in stream rhel-9 of OpenShift 4.22"
+    assert catalog.find("4.21.5", "rhel-9", "x86_64", "AWS", "me-south-1").image  # 4.21 still had it
+    assert catalog.find("4.19.4", "rhel-10", "x86_64", "AWS", "us-east-1").missing == "stream rhel-10 in OpenShift 4.19"
+    assert catalog.find("4.20.1", "rhel-9", "x86_64", "AWS", "us-east-1").unknown  # no bundled 4.20 data
+    assert catalog.find("4.22.0", "rhel-9", "x86_64", "GCP", None).image
+    assert catalog.find("4.22.0", "rhel-9", "x86_64", "Agent", None).unknown
+
+
+def row(name: str, **kw: object) -> ClusterRow:
+    return ClusterRow(name=name, source="test", **kw)  # type: ignore[arg-type]
+
+
+def pool(action: str, age: int | None = None, valid: bool | None = None) -> PoolRow:
+    return PoolRow("ns", "p", "MachineSet", "rhel-9", "x86_64", "bootimage-controller", None, None, age, action,
+                   "Reason", valid_platform_image=valid)
+
+
+def test_worst_first() -> None:
+    rows = [
+        row("ok-young", pools=(pool("noop", 10),)),
+        row("outdated", pools=(pool("patch", 500),)),
+        row("unreadable", error="connection refused"),
+        row("held", skew={"upgradeable": False}),
+        row("ok-old", pools=(pool("noop", 900),)),
+        row("hosted-bad", node_pools=(pool("error", valid=False),)),
+    ]
+    assert [r.name for r in worst_first(rows)] == ["unreadable", "held", "hosted-bad", "outdated", "ok-old", "ok-young"]
+
+
+def test_sources_from_trees_kubeconfig_files_and_contexts(tmp_path: Path) -> None:
+    tree = tmp_path / "prod-east"
+    tree.mkdir()
+
+    def kubeconfig(path: Path, *contexts: str, current: str | None = None) -> Path:
+        path.write_text(yaml.safe_dump({"contexts": [{"name": c, "context": {}} for c in contexts],
+                                        "current-context": current}))
+        return path
+
+    folder = tmp_path / "configs"
+    folder.mkdir()
+    kubeconfig(folder / "a.yaml", "hub", "spoke", current="hub")
+    kubeconfig(folder / "b.yaml", "hub", current="hub")
+    sources = discover([str(tree)], [str(folder)], [], False)
+    assert [s.name for s in sources] == ["prod-east", "hub (a.yaml)", "hub (b.yaml)"]
+    assert [s.context for s in discover([], [str(folder / "a.yaml")], [], True)] == ["hub", "spoke"]
+    assert [s.context for s in discover([], [str(folder / "a.yaml")], ["spoke"], False)] == ["spoke"]
+    with pytest.raises(InputError, match="no context named nope"):
+        discover([], [str(folder / "a.yaml")], ["nope"], False)
+    with pytest.raises(InputError, match="no such file or folder"):
+        discover([str(tmp_path / "missing")], [], [], False)
+
+
+async def test_a_broken_or_slow_cluster_is_a_row_and_the_others_complete(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    trees = write_fleet(tmp_path, 6)
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "ms.yaml").write_text("kind: MachineSet\nmetadata: [not, a, map\n")
+    slow = ClusterSource("slow", tree=trees[0])
+    real = fleet_read._read_tree
+    running = 0
+    most = 0
+
+    def counting(source: ClusterSource, options: fleet_read.FleetOptions) -> list[ClusterRow]:
+        nonlocal running, most
+        running += 1
+        most = max(most, running)
+        try:
+            if source.name == "slow":
+                time.sleep(3)
+            return real(source, options)
+        finally:
+            running -= 1
+
+    monkeypatch.setattr(fleet_read, "_read_tree", counting)
+    from bootimage_controller.core.fleet import PlatformImageCatalog as Catalog
+    from bootimage_controller.core.skew.verdict import SkewLimits
+
+    options = fleet_read.FleetOptions(None, SkewLimits.from_flags("4.13.0", "9.2", ocp_flag="o", rhel_flag="r"),
+                                      Catalog({}), PublishedImageIndex.bundled(), datetime.now(UTC))
+    rows: list[ClusterRow] = []
+    sources = [slow, ClusterSource("broken", tree=broken), *(ClusterSource(t.name, tree=t) for t in trees)]
+    await read_fleet(sources, options, parallel=2, timeout=1.0, on_rows=rows.extend)
+    by_name = {r.name: r for r in rows}
+    assert by_name["slow"].error == "not read within 1 s (--timeout)"
+    assert by_name["broken"].error and "ms.yaml" in by_name["broken"].error
+    assert all(by_name[t.name].error is None and by_name[t.name].pools for t in trees)
+    assert most <= 3  # 2 at a time, plus the slow one's thread finishing after its time was up
+    await asyncio.sleep(0)
+
+
+def test_fleet_exit_codes_and_table(tmp_path: Path) -> None:
+    trees = write_fleet(tmp_path, 12)
+
+    def run(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "bootimage_controller", "fleet", *argv], capture_output=True,
+                              text=True, timeout=120, cwd=REPO, check=False)
+
+    done = run(*map(str, trees))
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].split()[:3] == ["CLUSTER", "STATUS", "PLATFORM"]
+    assert "12 clusters:" in done.stdout and "held" in done.stdout
+    held = run(*map(str, trees), "--fail-on-skew", "-o", "json")
+    assert held.returncode == 3
+    assert any(c["status"] == "held" for c in json.loads(held.stdout)["clusters"])
+    usage = run()
+    assert usage.returncode == 2 and "give must-gather PATHs" in usage.stderr

@@ -1,0 +1,121 @@
+"""`fleet --html`: one self-contained page, checked in headless Chromium (Debian's `chromium`): it
+loads with no console error and no request leaving the file, the chart is drawn, and the clusters
+whose next upgrade would be held are listed. The screenshot is kept in build/test-artifacts/."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from .fleetgen import write_fleet
+
+REPO = Path(__file__).resolve().parents[2]
+ARTIFACTS = Path(os.environ.get("BOOTIMAGE_TEST_ARTIFACTS", REPO / "build" / "test-artifacts"))
+
+
+def chromium() -> str:
+    try:
+        done = subprocess.run(["bash", str(REPO / "hack" / "install-chromium.sh")], capture_output=True, text=True,
+                              timeout=600, check=True)
+    except (subprocess.CalledProcessError, OSError) as exc:
+        if os.environ.get("CI"):
+            raise  # CI must run this: hack/install-chromium.sh has to work there
+        pytest.skip(f"chromium not available (hack/install-chromium.sh: {exc})")
+    return done.stdout.strip().splitlines()[-1]
+
+
+def browse(page: Path, *extra: str) -> tuple[str, list[str]]:
+    """The DOM Chromium built from `page`, and the console messages it logged."""
+    argv = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr", "--v=0",
+            *extra, f"file://{page}"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False,
+                          env={**os.environ, "HOME": str(page.parent)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    console = [line for line in done.stderr.splitlines() if ":CONSOLE" in line]
+    return done.stdout, console
+
+
+class Dom(HTMLParser):
+    """Element ids, classes and text, enough to ask what the page shows."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stack: list[tuple[str, dict[str, str | None]]] = []
+        self.held: list[str] = []
+        self.svg_texts: list[str] = []
+        self.bars = 0
+        self.rows: list[str] = []
+        self.external: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = dict(attrs)
+        self.stack.append((tag, a))
+        if tag == "li" and "held-cluster" in (a.get("class") or ""):
+            self.held.append(a.get("data-cluster") or "")
+        if tag == "tr" and "cluster-row" in (a.get("class") or ""):
+            self.rows.append(a.get("data-status") or "")
+        if tag == "g" and (a.get("id") or "").startswith("age-bar-") and self._in_chart():
+            self.bars += 1
+        for key in ("src", "href"):
+            value = a.get(key) or ""
+            if re.match(r"^(https?:)?//", value):
+                self.external.append(value)
+
+    def handle_endtag(self, tag: str) -> None:
+        while self.stack and self.stack.pop()[0] != tag:
+            pass
+
+    def handle_data(self, data: str) -> None:
+        if self.stack and self.stack[-1][0] == "text" and self._in_chart() and data.strip():
+            self.svg_texts.append(data.strip())
+
+    def _in_chart(self) -> bool:
+        return any(attrs.get("id") == "age-chart" for _, attrs in self.stack)
+
+
+def test_the_console_check_can_fail(tmp_path: Path) -> None:
+    """The check below would see a console error (so its silence means something)."""
+    broken = tmp_path / "broken.html"
+    broken.write_text("<html><body><script>console.error('deliberate'); missing();</script></body></html>")
+    _, console = browse(broken, "--dump-dom")
+    assert any("deliberate" in line for line in console) and any("missing" in line for line in console)
+
+
+def test_the_fleet_page_loads_clean_and_shows_the_chart_and_the_held_clusters(tmp_path: Path) -> None:
+    trees = write_fleet(tmp_path / "trees", 30)
+    page = tmp_path / "fleet.html"
+    done = subprocess.run([sys.executable, "-m", "bootimage_controller", "fleet", *map(str, trees), "-o", "json",
+                           "--html", str(page)], capture_output=True, text=True, timeout=120, cwd=REPO, check=False)
+    assert done.returncode == 0, done.stderr
+    clusters = json.loads(done.stdout)["clusters"]
+    held = [c["name"] for c in clusters if c["status"] == "held"]
+    assert held, "the generated fleet must hold some upgrades, or this test shows nothing"
+
+    dom_text, console = browse(page, "--dump-dom")
+    assert console == [], console
+    dom = Dom()
+    dom.feed(dom_text)
+    assert dom.held == held
+    assert dom.rows == [c["status"] for c in clusters]  # every cluster, worst first
+    aged = [c for c in clusters if any(p["bootImageAge"] is not None for p in c["pools"])]
+    assert dom.bars == sum(1 for c in aged for p in c["pools"] if p["bootImageAge"] is not None)
+    assert any(held[0] in text for text in dom.svg_texts)  # the chart's labels name the pools
+    assert dom.external == []  # self-contained: nothing is fetched when the page is opened
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    shot = ARTIFACTS / "fleet-page.png"
+    shot.unlink(missing_ok=True)
+    browse(page, f"--screenshot={shot}", "--window-size=1280,2400", "--hide-scrollbars")
+    data = shot.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 30_000
+    width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+    assert (width, height) == (1280, 2400)
+    shutil.copy(page, ARTIFACTS / "fleet-page.html")
