@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import os
@@ -19,7 +20,7 @@ import socket
 import ssl
 import sys
 import time
-from collections.abc import Callable, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -47,6 +48,9 @@ from .constants import (
     METRIC_OVA_DOWNLOAD_BYTES,
     METRIC_OVA_DOWNLOADS,
     METRIC_PATCHES,
+    METRIC_POOL_BOOT_IMAGE,
+    METRIC_POOL_BOOT_IMAGE_AGE,
+    METRIC_POOL_RELEASES_BEHIND,
     METRIC_RECONCILE_DURATION,
     METRIC_RECONCILE_ERRORS,
     METRIC_SKEW_NONE,
@@ -397,6 +401,82 @@ class QueueMetrics:
 
 def set_cluster_boot_image(release: str, source: str) -> None:
     CLUSTER_BOOT_IMAGE.info({"release": release, "source": source})
+
+
+POOL_LABELS = ("namespace", "name", "kind")
+POOL_BOOT_IMAGE = Gauge(
+    f"{METRIC_POOL_BOOT_IMAGE}_info",
+    "Per pool (MachineSet, ControlPlaneMachineSet, Cluster API pool): the RHCOS build its boot image is "
+    "(release) and the golden one (target_release), its stream, architecture and manager. Always 1.",
+    [*POOL_LABELS, "stream", "arch", "release", "target_release", "manager"],
+    registry=REGISTRY,
+)
+POOL_BOOT_IMAGE_AGE = Gauge(
+    METRIC_POOL_BOOT_IMAGE_AGE,
+    "Per pool: seconds since its boot image's RHCOS build was made (absent when the build is unknown).",
+    list(POOL_LABELS),
+    registry=REGISTRY,
+)
+POOL_RELEASES_BEHIND = Gauge(
+    METRIC_POOL_RELEASES_BEHIND,
+    "Per pool: OpenShift minor releases between the release that shipped its boot image and the one "
+    "that shipped the golden image (4.16 against 4.22: 6; absent when either is unknown).",
+    list(POOL_LABELS),
+    registry=REGISTRY,
+)
+
+
+@dataclass(frozen=True)
+class PoolBootImage:
+    """One pool's series: labels, and the values (None: the series is left out)."""
+
+    namespace: str
+    name: str
+    kind: str
+    stream: str
+    arch: str
+    release: str
+    target_release: str
+    manager: str
+    age_seconds: float | None
+    releases_behind: int | None
+
+
+class PoolMetrics:
+    """Sets the per-pool series from the latest decisions, touching only those that changed (a
+    5,000-MachineSet fleet reports once a second during a pass) and removing those of pools gone."""
+
+    def __init__(self) -> None:
+        self._last: dict[tuple[str, str, str], PoolBootImage] = {}
+
+    def update(self, pools: Iterable[PoolBootImage]) -> None:
+        seen: set[tuple[str, str, str]] = set()
+        for pool in pools:
+            key = (pool.namespace, pool.name, pool.kind)
+            seen.add(key)
+            previous = self._last.get(key)
+            if previous == pool:
+                continue
+            if previous is not None:
+                self._remove(previous)
+            POOL_BOOT_IMAGE.labels(*key, pool.stream, pool.arch, pool.release, pool.target_release,
+                                   pool.manager).set(1)
+            if pool.age_seconds is not None:
+                POOL_BOOT_IMAGE_AGE.labels(*key).set(pool.age_seconds)
+            if pool.releases_behind is not None:
+                POOL_RELEASES_BEHIND.labels(*key).set(pool.releases_behind)
+            self._last[key] = pool
+        for key in [k for k in self._last if k not in seen]:
+            self._remove(self._last.pop(key))
+
+    @staticmethod
+    def _remove(pool: PoolBootImage) -> None:
+        key = (pool.namespace, pool.name, pool.kind)
+        with contextlib.suppress(KeyError):
+            POOL_BOOT_IMAGE.remove(*key, pool.stream, pool.arch, pool.release, pool.target_release, pool.manager)
+        for gauge in (POOL_BOOT_IMAGE_AGE, POOL_RELEASES_BEHIND):
+            with contextlib.suppress(KeyError):
+                gauge.remove(*key)
 
 
 # --- health and metrics HTTP server --------------------------------------------------------------

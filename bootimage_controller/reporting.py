@@ -23,6 +23,8 @@ from .constants import (
     Reason,
     SkewMode,
 )
+from .core.fleet import boot_image_age_seconds, releases_behind
+from .core.index import PublishedImageIndex
 from .core.manager import MachineConfigOperator
 from .core.skew.assess import PassResult, assess_skew
 from .core.skew.verdict import SkewLimits, SkewVerdict
@@ -51,6 +53,7 @@ class PassReporter:
         self.limits = limits
         self.summary: PassSummary = PassSummary()
         self.verdict: SkewVerdict | None = None
+        self.pools = obs.PoolMetrics()
 
     def __call__(self, view: StatusView) -> None:
         now = datetime.now(UTC)
@@ -153,6 +156,22 @@ class PassReporter:
         for s in states:
             if s.disagreement is not None and s.disagreement.lasting:
                 obs.DISAGREEMENTS.labels(namespace=s.decision.namespace, name=s.decision.name).set(1)
+        now = datetime.now(UTC)
+        self.pools.update(pool_boot_image(s, now) for s in states if s.decision.action is not Action.ERROR)
+
+
+def pool_boot_image(state: MachineSetState, now: datetime) -> obs.PoolBootImage:
+    """The per-pool series of one state: once patched, the pool boots the target."""
+    d = state.decision
+    current = d.target_release if state.updated and d.target_release else d.current_release
+    index = PublishedImageIndex.bundled()
+    return obs.PoolBootImage(
+        namespace=d.namespace, name=d.name, kind=d.kind, stream=d.stream or "", arch=d.architecture or "",
+        release=current or "", target_release=d.target_release or "", manager=str(d.manager),
+        age_seconds=boot_image_age_seconds(current, now),
+        releases_behind=releases_behind(index.openshift_release(current) if current else None,
+                                        index.openshift_release(d.target_release) if d.target_release else None),
+    )
 
 
 def _mco_and_platform(view: StatusView) -> tuple[MachineConfigOperator | None, str | None]:

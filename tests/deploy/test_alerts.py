@@ -37,8 +37,14 @@ def promtool() -> str:
 
 
 def rules() -> dict[str, dict[str, Any]]:
+    """The alerting rules by name (the recording rules are `recordings()`)."""
     doc = yaml.safe_load(RULES.read_text())
-    return {r["alert"]: r for g in doc["spec"]["groups"] for r in g["rules"]}
+    return {r["alert"]: r for g in doc["spec"]["groups"] for r in g["rules"] if "alert" in r}
+
+
+def recordings() -> dict[str, dict[str, Any]]:
+    doc = yaml.safe_load(RULES.read_text())
+    return {r["record"]: r for g in doc["spec"]["groups"] for r in g["rules"] if "record" in r}
 
 
 def annotations(alert: str, value: str) -> dict[str, str]:
@@ -54,9 +60,9 @@ def fires(alert: str, labels: dict[str, str], value: str = "") -> dict[str, Any]
     return {"exp_labels": {"severity": "warning", **labels}, "exp_annotations": annotations(alert, value)}
 
 
-def series(name: str, values: str, **labels: str) -> dict[str, str]:
+def series(metric: str, values: str, **labels: str) -> dict[str, str]:
     text = ",".join(f'{k}="{v}"' for k, v in labels.items())
-    return {"series": f"{name}{{{text}}}", "values": values}
+    return {"series": f"{metric}{{{text}}}", "values": values}
 
 
 CASES: dict[str, dict[str, Any]] = {
@@ -129,6 +135,46 @@ CASES: dict[str, dict[str, Any]] = {
              "exp_alerts": [fires("BootImageControllerDown", {"job": "bootimage-controller-metrics", "namespace": NS})]},
         ],
     },
+    "a pool 6 minor releases behind, on the leader only; the fleet series per cluster": {
+        "input_series": [
+            series("bootimage_controller_machineset_boot_image_releases_behind", "6x90", namespace=NS, pod="leader",
+                   exported_namespace="openshift-machine-api", name="old-workers", kind="MachineSet"),
+            series("bootimage_controller_machineset_boot_image_releases_behind", "2x90", namespace=NS, pod="leader",
+                   exported_namespace="openshift-machine-api", name="fresh-workers", kind="MachineSet"),
+            # a follower's stale view of the same pool is not the cluster's state
+            series("bootimage_controller_machineset_boot_image_releases_behind", "9x90", namespace=NS, pod="follower",
+                   exported_namespace="openshift-machine-api", name="older", kind="MachineSet"),
+            series("bootimage_controller_machineset_boot_image_age_seconds", "78624000x90", namespace=NS, pod="leader",
+                   exported_namespace="openshift-machine-api", name="old-workers", kind="MachineSet"),
+            series("bootimage_controller_machineset_boot_image_age_seconds", "86400x90", namespace=NS, pod="leader",
+                   exported_namespace="openshift-machine-api", name="fresh-workers", kind="MachineSet"),
+            series("bootimage_controller_machineset_boot_image_age_seconds", "99999999x90", namespace=NS, pod="follower",
+                   exported_namespace="openshift-machine-api", name="older", kind="MachineSet"),
+            series("bootimage_controller_leader", "1x90", namespace=NS, pod="leader"),
+            series("bootimage_controller_leader", "0x90", namespace=NS, pod="follower"),
+        ],
+        "alert_rule_test": [
+            {"eval_time": "50m", "alertname": "BootImageReleasesBehind", "exp_alerts": []},
+            {"eval_time": "70m", "alertname": "BootImageReleasesBehind", "exp_alerts": [{
+                "exp_labels": {"severity": "warning", "namespace": NS, "pod": "leader",
+                               "exported_namespace": "openshift-machine-api", "name": "old-workers",
+                               "kind": "MachineSet"},
+                "exp_annotations": {
+                    "summary": "A pool boots an image 6 OpenShift minor releases older than the golden one.",
+                    "description": ("MachineSet openshift-machine-api/old-workers boots a boot image 6 minor releases "
+                                    "behind the one the release ships. New nodes take longer to join, and past the "
+                                    "skew limit upgrades are held."),
+                    "runbook_url": f"{DOCS_BASE_URL}/runbooks.md#bootimagereleasesbehind",
+                }}]},
+        ],
+        "promql_expr_test": [
+            {"expr": "cluster:bootimage_controller_oldest_boot_image_age_seconds:max", "eval_time": "10m",
+             "exp_samples": [{"labels": "cluster:bootimage_controller_oldest_boot_image_age_seconds:max",
+                              "value": 78624000}]},
+            {"expr": "cluster:bootimage_controller_boot_image_releases_behind:max", "eval_time": "10m",
+             "exp_samples": [{"labels": "cluster:bootimage_controller_boot_image_releases_behind:max", "value": 6}]},
+        ],
+    },
     "a leader and an up replica: quiet": {
         "input_series": [
             series("up", "1x40", job="bootimage-controller-metrics", namespace=NS, pod="a"),
@@ -167,6 +213,18 @@ def test_the_rules_use_only_metrics_the_daemon_exports() -> None:
     # A counter's family is named without `_total`; its series (none yet, when no request was made) have it.
     exported = {m.name + ("_total" if m.type == "counter" else "") for m in families} | {m.name for m in families}
     used = set()
-    for rule in rules().values():
-        used |= set(re.findall(r"\b(bootimage_controller_[a-z_]+)", rule["expr"]))
+    for rule in [*rules().values(), *recordings().values()]:
+        used |= set(re.findall(r"(?<![:\w])(bootimage_controller_[a-z_]+)", rule["expr"]))
     assert used and used <= exported, used - exported
+
+
+def test_the_acm_allowlist_names_exported_or_recorded_series_only() -> None:
+    doc = yaml.safe_load((MANIFESTS / "optional" / "acm-metrics-allowlist.yaml").read_text())
+    assert doc["metadata"] == {"name": "observability-metrics-custom-allowlist",
+                               "namespace": "open-cluster-management-observability",
+                               "labels": {"app.kubernetes.io/name": "bootimage-controller"}}
+    names = yaml.safe_load(doc["data"]["metrics_list.yaml"])["names"]
+    exported = {m.name + ("_total" if m.type == "counter" else "") for m in obs.REGISTRY.collect()}
+    exported |= {m.name for m in obs.REGISTRY.collect()} | {f"{m.name}_info" for m in obs.REGISTRY.collect()}
+    assert set(names) <= exported | set(recordings()), set(names) - exported - set(recordings())
+    assert "bootimage_controller_machineset_boot_image_info" in names
