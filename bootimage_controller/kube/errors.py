@@ -82,9 +82,6 @@ class ApiError(Exception):
     """
 
     permanent = False  # asking again later without a change cannot succeed
-    # An earlier attempt of the same request failed in transit (reset, timeout, 5xx): the server
-    # may have acted on it, so this refusal does not prove that nothing was written.
-    retried = False
 
     def __init__(self, what: str, status: int, reason: str, message: str) -> None:
         self.what = what

@@ -170,20 +170,11 @@ async def api_call(
 ) -> T:
     """`with_retries`, and a refusal raised as the typed `ApiError` (`NotFound`, `Conflict`,
     `Invalid`, ...) naming `what`: the one way a request's failure leaves `kube/`."""
-    calls = 0
-
-    async def counted() -> T:
-        nonlocal calls
-        calls += 1
-        return await fn()
-
     try:
-        return await with_retries(counted, what=what, attempts=attempts, base_delay=base_delay,
-                                  max_delay=max_delay, sleep=sleep)
+        return await with_retries(fn, what=what, attempts=attempts, base_delay=base_delay, max_delay=max_delay,
+                                  sleep=sleep)
     except ApiException as exc:
-        error = ApiError.from_exception(what, exc)
-        error.retried = calls > 1
-        raise error from None
+        raise ApiError.from_exception(what, exc) from None
 
 
 # Writes of one object before a run of conflicts is given up (the caller's key is retried later).

@@ -19,13 +19,20 @@ import structlog
 
 from .. import observability as obs
 from ..constants import ANNOTATION_HOT_LOOP, Action, Manager, Reason
-from ..core.claims import LedgerEntry, hot_loop_check, hot_loop_key, record_annotations
+from ..core.claims import (
+    LedgerEntry,
+    hot_loop_check,
+    hot_loop_key,
+    record_annotations,
+    target_digest,
+    target_fingerprint,
+)
 from ..core.cloud.facts import CloudFacts
 from ..core.context import PlanningContext
 from ..core.lookups import plan_object, plan_verified
 from ..core.model import BootImageDecision
 from ..core.planner import is_our_owner_reference
-from ..kube.errors import ApiError, Conflict, Forbidden, Invalid, NotFound, TooManyRequests
+from ..kube.errors import ApiError, Conflict, NotFound
 from ..kube.fence import UpgradeGateClosed, write_preconditions
 from ..kube.informer import resource_version
 from ..kube.retry import describe, retry_on_conflict
@@ -249,12 +256,14 @@ class MachineReconciler:
             try:
                 with write_preconditions(self.c.cluster.upgrade_gate):
                     await scope.writer.patch_boot_image(obj, decision, annotations, holder)
-            except (Conflict, NotFound, UpgradeGateClosed, Invalid, Forbidden, TooManyRequests) as exc:
-                # Refused, so not applied: the count kept for it stands for a write that never
-                # happened, and the next attempt reuses it rather than counting again. Unless an
-                # earlier attempt of the request was lost in transit: that one may have been applied.
-                if not (isinstance(exc, ApiError) and exc.retried):
-                    self.c.outcomes.unsent[resource.uid] = entry
+            except Exception as exc:
+                # Not known to be applied: the next attempt reuses the count kept for this one
+                # rather than counting again, so an API server outage or a run of conflicts never
+                # adds up to a false hot loop. If it was applied after all (its answer lost), the
+                # object shows our record with that count and the next write counts from there;
+                # only a whole-object writer wiping it before we read it again hides it (one write
+                # uncounted; docs/claims.md, "Hot loop").
+                self.c.outcomes.unsent[resource.uid] = entry
                 obs.PATCHES.labels(result=_refusal_label(exc)).inc()
                 raise
         self.c.outcomes.unsent.pop(resource.uid, None)
@@ -269,9 +278,12 @@ class MachineReconciler:
         plan says to patch now, as its own reconcile will compute it.
 
         Counting them ahead costs one offline plan of each (50 us) and makes the pass's other
-        writes find their count already kept. A count kept for a write that then does not happen
-        (the cloud or an admin changed the decision) is reused by the next write of that target in
-        this process; after a restart it over-counts by one, never under-counts.
+        writes find their count already kept. Only first writes of a target are counted ahead: an
+        object with a count for its target already has a write of it made or in flight (or the
+        cache shows it before our write landed), and its own reconcile counts its next write. A
+        count kept for a write that then does not happen (the cloud or an admin changed the
+        decision) is reused by the next write of that target in this process; after a restart it
+        over-counts by one, never under-counts.
         """
         kind_name = split_key(key)[0]
         kind = self.kinds[kind_name]
@@ -288,9 +300,11 @@ class MachineReconciler:
             if decision.action is not Action.PATCH or decision.manager is not Manager.OURS:
                 continue
             kept = holders.kept_hot_loop(other_uid, kind.scope)
+            if kept is not None and kept.digest == target_digest(target_fingerprint(decision)):
+                continue
             hot = hot_loop_check(kind.resource(other).annotations, decision, outcomes.hot_loops.get(other_uid),
                                  kept, outcomes.unsent.get(other_uid))
-            if hot is not None and hot.ledger_entry() != kept:
+            if hot is not None and hot.count == 1:
                 ahead[other_uid] = hot.ledger_entry()
         return ahead
 
@@ -363,4 +377,4 @@ def _refusal_label(exc: Exception) -> str:
         return "conflict"
     if isinstance(exc, NotFound):
         return "gone"
-    return "refused"
+    return "failed"

@@ -78,4 +78,3 @@ async def test_the_acm_allowlist_applies_to_an_api_server(kube_api: Any) -> None
     assert stored["metadata"]["uid"]
     live = await kube_request(kube_api, "GET", f"/api/v1/namespaces/{namespace}/configmaps/{doc['metadata']['name']}")
     assert "bootimage_controller_machineset_boot_image_info" in yaml.safe_load(live["data"]["metrics_list.yaml"])["names"]
-    await kube_request(kube_api, "DELETE", f"/api/v1/namespaces/{namespace}")

@@ -375,8 +375,16 @@ async def check_fleet(
     before: Mapping[str, dict[str, Any]],
     golden: Golden,
     writer: ConcurrentWriter,
+    *,
+    crashed: bool = False,
 ) -> None:
-    """Invariants 1, 3 and 4 on whole objects, targets reached, claims and hot-loop records sane."""
+    """Invariants 1, 3 and 4 on whole objects, targets reached, claims and hot-loop records sane.
+
+    `crashed`: a daemon died mid-pass. Every write is counted in the claim holder before it is
+    sent, and a pass counts its writes ahead; a successor cannot tell a count whose write never went
+    out from one whose did, so a MachineSet written after the crash may say count 2 for its one
+    write (over by one, never under: docs/claims.md, "Hot loop"). Exactly one write per MachineSet
+    is still checked on the wire (`check_wire`)."""
     after = await machinesets(api)
     assert set(after) == {m.name for m in members}, "every MachineSet must still exist (invariant 4)"
     holder = await kube_request(api, "GET", HOLDER_PATH)
@@ -396,7 +404,8 @@ async def check_fleet(
         assert get_path(obj, m.boot_path) == golden.target(m, obj), m.name
         # Claimed by the live holder (a dangling uid would let the garbage collector delete it).
         assert len(ours) == 1 and ours[0]["uid"] == holder["metadata"]["uid"], (m.name, ours)
-        assert json.loads(annotations[ANNOTATION_HOT_LOOP])["count"] == 1, (m.name, annotations[ANNOTATION_HOT_LOOP])
+        counts = (1, 2) if crashed else (1,)
+        assert json.loads(annotations[ANNOTATION_HOT_LOOP])["count"] in counts, (m.name, annotations[ANNOTATION_HOT_LOOP])
         assert annotations[ANNOTATION_RELEASE], m.name
 
 

@@ -176,7 +176,7 @@ async def kill_mid_pass(
         stats = proxy.stats
     extra.update(late_outcomes(stats))
     check_wire(stats, members, golden)
-    await check_fleet(api, members, before, golden, writer)
+    await check_fleet(api, members, before, golden, writer, crashed=True)
     for log in daemons.iter_logs():
         assert "Traceback" not in log.read_text(errors="replace"), f"{log.name} has a traceback"
     report = ScenarioReport(
