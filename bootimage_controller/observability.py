@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import logging
 import os
@@ -37,6 +36,7 @@ from prometheus_client import (
     Info,
 )
 from prometheus_client.aiohttp import make_aiohttp_handler
+from prometheus_client.core import GaugeMetricFamily
 
 from .constants import (
     METRIC_API_REQUESTS,
@@ -404,26 +404,7 @@ def set_cluster_boot_image(release: str, source: str) -> None:
 
 
 POOL_LABELS = ("namespace", "name", "kind")
-POOL_BOOT_IMAGE = Gauge(
-    f"{METRIC_POOL_BOOT_IMAGE}_info",
-    "Per pool (MachineSet, ControlPlaneMachineSet, Cluster API pool): the RHCOS build its boot image is "
-    "(release) and the golden one (target_release), its stream, architecture and manager. Always 1.",
-    [*POOL_LABELS, "stream", "arch", "release", "target_release", "manager"],
-    registry=REGISTRY,
-)
-POOL_BOOT_IMAGE_AGE = Gauge(
-    METRIC_POOL_BOOT_IMAGE_AGE,
-    "Per pool: seconds since its boot image's RHCOS build was made (absent when the build is unknown).",
-    list(POOL_LABELS),
-    registry=REGISTRY,
-)
-POOL_RELEASES_BEHIND = Gauge(
-    METRIC_POOL_RELEASES_BEHIND,
-    "Per pool: OpenShift minor releases between the release that shipped its boot image and the one "
-    "that shipped the golden image (4.16 against 4.22: 6; absent when either is unknown).",
-    list(POOL_LABELS),
-    registry=REGISTRY,
-)
+POOL_INFO_LABELS = (*POOL_LABELS, "stream", "arch", "release", "target_release", "manager")
 
 
 @dataclass(frozen=True)
@@ -442,41 +423,57 @@ class PoolBootImage:
     releases_behind: int | None
 
 
-class PoolMetrics:
-    """Sets the per-pool series from the latest decisions, touching only those that changed (a
-    5,000-MachineSet fleet reports once a second during a pass) and removing those of pools gone."""
+class PoolCollector:
+    """The per-pool series, built when /metrics is scraped from the latest outcomes the reporter
+    hands in: kept as labelled gauges, 5,000 pools would hold 15,000 children in memory (measured:
+    +13 MiB at N = 5,000), and a pool's old series would have to be removed by hand when it moves."""
 
     def __init__(self) -> None:
-        self._last: dict[tuple[str, str, str], PoolBootImage] = {}
+        self._pools: Callable[[], Iterable[PoolBootImage]] = tuple
 
-    def update(self, pools: Iterable[PoolBootImage]) -> None:
-        seen: set[tuple[str, str, str]] = set()
-        for pool in pools:
-            key = (pool.namespace, pool.name, pool.kind)
-            seen.add(key)
-            previous = self._last.get(key)
-            if previous == pool:
-                continue
-            if previous is not None:
-                self._remove(previous)
-            POOL_BOOT_IMAGE.labels(*key, pool.stream, pool.arch, pool.release, pool.target_release,
-                                   pool.manager).set(1)
-            if pool.age_seconds is not None:
-                POOL_BOOT_IMAGE_AGE.labels(*key).set(pool.age_seconds)
-            if pool.releases_behind is not None:
-                POOL_RELEASES_BEHIND.labels(*key).set(pool.releases_behind)
-            self._last[key] = pool
-        for key in [k for k in self._last if k not in seen]:
-            self._remove(self._last.pop(key))
+    def show(self, pools: Callable[[], Iterable[PoolBootImage]]) -> None:
+        self._pools = pools
+
+    def describe(self) -> list[GaugeMetricFamily]:
+        return list(self._families())
+
+    def collect(self) -> Iterable[GaugeMetricFamily]:
+        info, age, behind = self._families()
+        for p in self._pools():
+            key = [p.namespace, p.name, p.kind]
+            info.add_metric([*key, p.stream, p.arch, p.release, p.target_release, p.manager], 1)
+            if p.age_seconds is not None:
+                age.add_metric(key, p.age_seconds)
+            if p.releases_behind is not None:
+                behind.add_metric(key, p.releases_behind)
+        return [info, age, behind]
 
     @staticmethod
-    def _remove(pool: PoolBootImage) -> None:
-        key = (pool.namespace, pool.name, pool.kind)
-        with contextlib.suppress(KeyError):
-            POOL_BOOT_IMAGE.remove(*key, pool.stream, pool.arch, pool.release, pool.target_release, pool.manager)
-        for gauge in (POOL_BOOT_IMAGE_AGE, POOL_RELEASES_BEHIND):
-            with contextlib.suppress(KeyError):
-                gauge.remove(*key)
+    def _families() -> tuple[GaugeMetricFamily, GaugeMetricFamily, GaugeMetricFamily]:
+        return (
+            GaugeMetricFamily(
+                f"{METRIC_POOL_BOOT_IMAGE}_info",
+                "Per pool (MachineSet, ControlPlaneMachineSet, Cluster API pool): the RHCOS build its boot "
+                "image is (release) and the golden one (target_release), its stream, architecture and "
+                "manager. Always 1.",
+                labels=POOL_INFO_LABELS,
+            ),
+            GaugeMetricFamily(
+                METRIC_POOL_BOOT_IMAGE_AGE,
+                "Per pool: seconds since its boot image's RHCOS build was made (absent when the build is unknown).",
+                labels=POOL_LABELS,
+            ),
+            GaugeMetricFamily(
+                METRIC_POOL_RELEASES_BEHIND,
+                "Per pool: OpenShift minor releases between the release that shipped its boot image and the "
+                "one that shipped the golden image (4.16 against 4.22: 6; absent when either is unknown).",
+                labels=POOL_LABELS,
+            ),
+        )
+
+
+POOLS = PoolCollector()
+REGISTRY.register(POOLS)
 
 
 # --- health and metrics HTTP server --------------------------------------------------------------

@@ -53,7 +53,6 @@ class PassReporter:
         self.limits = limits
         self.summary: PassSummary = PassSummary()
         self.verdict: SkewVerdict | None = None
-        self.pools = obs.PoolMetrics()
 
     def __call__(self, view: StatusView) -> None:
         now = datetime.now(UTC)
@@ -156,8 +155,13 @@ class PassReporter:
         for s in states:
             if s.disagreement is not None and s.disagreement.lasting:
                 obs.DISAGREEMENTS.labels(namespace=s.decision.namespace, name=s.decision.name).set(1)
-        now = datetime.now(UTC)
-        self.pools.update(pool_boot_image(s, now) for s in states if s.decision.action is not Action.ERROR)
+        shown = tuple(s for s in states if s.decision.action is not Action.ERROR)
+
+        def pools() -> list[obs.PoolBootImage]:  # built when scraped: ages are as of the scrape
+            now = datetime.now(UTC)
+            return [pool_boot_image(s, now) for s in shown]
+
+        obs.POOLS.show(pools)
 
 
 def pool_boot_image(state: MachineSetState, now: datetime) -> obs.PoolBootImage:

@@ -57,7 +57,12 @@ class PoolRow:
     message: str = ""
     current_openshift: str | None = None  # the OpenShift release that shipped the current build
     target_openshift: str | None = None
-    # NodePools only: does the stream have an image for the pool's platform, arch and region?
+    # The boot image field's value, as in plan (`current`/`target`; a NodePool: the image id).
+    current: Any = None
+    target: Any = None
+    # NodePools only: its OpenShift release, and does its stream have an image for its platform,
+    # arch and region?
+    release: str | None = None
     valid_platform_image: bool | None = None
     missing_platform_image: str | None = None
 
@@ -74,8 +79,11 @@ class PoolRow:
             "bootImageAge": self.boot_image_age_days,
             "action": self.action,
             "reason": self.reason,
+            "current": self.current,
+            "target": self.target,
         }
         if node_pool:
+            out["release"] = self.release
             out["validPlatformImage"] = self.valid_platform_image
             out["missingPlatformImage"] = self.missing_platform_image
         return out
@@ -188,6 +196,7 @@ def releases_behind(current: str | None, target: str | None) -> int | None:
 
 
 def pool_row(d: BootImageDecision, index: PublishedImageIndex, now: datetime) -> PoolRow:
+    shown = d.to_json()  # `current`/`target` exactly as plan prints them
     return PoolRow(
         namespace=d.namespace,
         name=d.name,
@@ -203,6 +212,8 @@ def pool_row(d: BootImageDecision, index: PublishedImageIndex, now: datetime) ->
         message=d.message,
         current_openshift=index.openshift_release(d.current_release) if d.current_release else None,
         target_openshift=index.openshift_release(d.target_release) if d.target_release else None,
+        current=shown["current"],
+        target=shown["target"],
     )
 
 
@@ -418,6 +429,9 @@ def node_pool_row(
         message=message,
         current_openshift=index.openshift_release(current_build) if current_build else None,
         target_openshift=index.openshift_release(target_build) if target_build else None,
+        current=booted,
+        target=found.image,
+        release=release,
         valid_platform_image=None if explicit else valid,
         missing_platform_image=found.missing if valid is False and not explicit else None,
     )

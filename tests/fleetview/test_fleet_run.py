@@ -33,7 +33,7 @@ pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
 TREES = 200
 POOL_FIELDS = ("namespace", "name", "kind", "stream", "architecture", "manager", "currentRelease", "targetRelease",
-               "action", "reason")
+               "action", "reason", "current", "target")
 
 
 def plan_json(*argv: str) -> dict[str, Any]:
@@ -151,8 +151,12 @@ async def test_200_trees_3_live_clusters_and_a_dead_one_in_one_run(
             assert (pool["stream"], pool["architecture"], pool["validPlatformImage"], pool["missingPlatformImage"]) == (
                 stream, arch, valid, missing), pool
             assert pool["action"] == ("noop" if valid else "error")
+            assert pool["release"] == hc["status"]["version"]["desired"]["version"]
             if valid:  # the AMI HyperShift would boot, and its build's age
+                assert pool["current"].startswith("ami-") and pool["current"] == pool["target"]
                 assert pool["currentRelease"] and pool["bootImageAge"] is not None
+            else:
+                assert pool["current"] is None
     by_cluster = {r["name"]: len(r["nodePools"]) for r in rows.values() if r.get("nodePools") is not None}
     assert sum(by_cluster.values()) == len(hosted.POOLS) == 5
     assert rows["mgmt/clusters/gulf"]["status"] == "invalid-image"
