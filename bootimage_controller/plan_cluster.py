@@ -50,13 +50,15 @@ def fetch_cluster_objects(
     `with_secrets` (for `--cloud-verify`) also gets the cloud credentials Secrets, by name only,
     and the vCenter credentials Secret `vsphere_secret` (namespace, name).
     """
-    return asyncio.run(_fetch_cluster_objects(kubeconfig, with_secrets, vsphere_secret))
+    return asyncio.run(read_cluster_objects(kubeconfig, with_secrets, vsphere_secret))
 
 
-async def _fetch_cluster_objects(
+async def read_cluster_objects(
     kubeconfig: str | None, with_secrets: bool, vsphere_secret: tuple[str, str] | None = None,
     *, context: str | None = None, hypershift: bool = False,
 ) -> list[SourcedObject]:
+    """`fetch_cluster_objects` in a running event loop; `context` picks a kubeconfig context, and
+    `hypershift` adds the HostedClusters and NodePools (`fleet`)."""
     from kubernetes_asyncio import client
     from kubernetes_asyncio.config import ConfigException
 

@@ -9,7 +9,8 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ..core.fleet import ClusterRow, PlatformImageCatalog, catalog_from_golden, worst_first
+from ..core.fleet import ClusterRow, worst_first
+from ..core.hypershift import PlatformImageCatalog, catalog_from_golden
 from ..core.index import PublishedImageIndex
 from ..core.skew.verdict import SkewLimits
 from ..plan_inputs import load_bootimages_file

@@ -16,15 +16,8 @@ import structlog
 
 from ..constants import HOSTED_CLUSTER_KIND, HYPERSHIFT_GROUP, NODE_POOL_KIND
 from ..core.cluster import platform_of
-from ..core.fleet import (
-    ClusterFactsForFleet,
-    ClusterRow,
-    PlatformImageCatalog,
-    cluster_releases,
-    cluster_row,
-    failed_cluster,
-    hosted_cluster_rows,
-)
+from ..core.fleet import ClusterFactsForFleet, ClusterRow, cluster_releases, cluster_row, failed_cluster
+from ..core.hypershift import PlatformImageCatalog, hosted_cluster_rows
 from ..core.index import PublishedImageIndex
 from ..core.skew.verdict import SkewLimits
 from ..errors import BootImageControllerError
@@ -64,9 +57,9 @@ def _read_tree(source: ClusterSource, options: FleetOptions) -> list[ClusterRow]
 
 
 async def _read_live(source: ClusterSource) -> list[SourcedObject]:
-    from ..plan_cluster import _fetch_cluster_objects
+    from ..plan_cluster import read_cluster_objects
 
-    return await _fetch_cluster_objects(str(source.kubeconfig), False, context=source.context, hypershift=True)
+    return await read_cluster_objects(str(source.kubeconfig), False, context=source.context, hypershift=True)
 
 
 def rows_from_objects(source: ClusterSource, objects: list[SourcedObject], options: FleetOptions) -> list[ClusterRow]:

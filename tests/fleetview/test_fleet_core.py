@@ -13,15 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bootimage_controller.core.fleet import (
-    ClusterRow,
-    PlatformImageCatalog,
-    PoolRow,
-    default_stream,
-    release_of_image,
-    releases_behind,
-    worst_first,
-)
+from bootimage_controller.core.fleet import ClusterRow, PoolRow, releases_behind, worst_first
+from bootimage_controller.core.hypershift import PlatformImageCatalog, default_stream, release_of_image
 from bootimage_controller.core.index import PublishedImageIndex
 from bootimage_controller.errors import InputError
 from bootimage_controller.fleet import read as fleet_read
@@ -122,7 +115,7 @@ async def test_a_broken_or_slow_cluster_is_a_row_and_the_others_complete(tmp_pat
             running -= 1
 
     monkeypatch.setattr(fleet_read, "_read_tree", counting)
-    from bootimage_controller.core.fleet import PlatformImageCatalog as Catalog
+    from bootimage_controller.core.hypershift import PlatformImageCatalog as Catalog
     from bootimage_controller.core.skew.verdict import SkewLimits
 
     options = fleet_read.FleetOptions(None, SkewLimits.from_flags("4.13.0", "9.2", ocp_flag="o", rhel_flag="r"),
