@@ -247,15 +247,23 @@ async def _control_plane_topology(api: Any) -> str | None:
 
 
 async def _flush(writer: StatusWriter | None, events: EventLane | None, qps: float) -> None:
-    """`--once`'s last writes: the status, then every pending Event within the QPS budget."""
+    """`--once`'s last writes: the status, then every pending Event within the QPS budget. Each
+    has a bound: `--once` ends, with what it could not write said in a warning."""
     if writer is not None:
-        await writer.flush()
+        try:
+            await asyncio.wait_for(writer.flush(), STATUS_FLUSH_TIMEOUT)
+        except TimeoutError:
+            log.warning("last status not written in time", timeout=STATUS_FLUSH_TIMEOUT)
     if events is None:
         return
     # Time enough to write each pending Event at the client's rate, and then some: dropping
     # events at exit is what --once used to do at the default --qps.
     budget = EVENT_FLUSH_MIN + (events.pending / qps * 1.5 if qps > 0 else 0.0)
     await events.flush(budget)
+
+
+# `--once`: how long the last status write may take (the writer's own retries fit well within it).
+STATUS_FLUSH_TIMEOUT = 90.0
 
 
 async def _last_words(writer: StatusWriter | None, events: EventLane | None, budget: float) -> None:
