@@ -28,11 +28,8 @@ Commit = Callable[[Mapping[str, str | None]], Awaitable[None]]
 
 
 class LedgerWriteFailed(Exception):
-    """The group commit that carried an entry failed: its patch must not be sent."""
-
-    def __init__(self, cause: BaseException) -> None:
-        super().__init__(str(cause) or type(cause).__name__)
-        self.cause = cause
+    """The holder write that carried an entry was cancelled (its writer is shutting down): nothing
+    is known to be kept, so its patch must not be sent."""
 
 
 class HotLoopLedger:
@@ -55,8 +52,10 @@ class HotLoopLedger:
         return False, None
 
     async def keep(self, entries: Mapping[str, str | None]) -> None:
-        """Return once `entries` are in the holder. Raises LedgerWriteFailed when the write that
-        carried them failed (then nothing is known to be kept: do not send the patch)."""
+        """Return once `entries` are in the holder. When the holder write that carried them fails,
+        every caller it carried gets that write's own error (an `ApiError`, `NotLeader` from the
+        write fence, a broken connection), as from a write of its own; `LedgerWriteFailed` when
+        it was cancelled. Either way nothing is known to be kept: do not send the patch."""
         if not entries:
             return
         self._pending.update(entries)
@@ -74,12 +73,14 @@ class HotLoopLedger:
         self.commits += 1
         try:
             await self._commit(group)
-        except BaseException as exc:
+        except Exception as exc:
             # Every waiter of the group learns it, the writer included, and none sends its patch.
-            done.set_exception(LedgerWriteFailed(exc))
+            done.set_exception(exc)
             done.exception()  # retrieved: a group whose waiters were all cancelled is no error
-            if not isinstance(exc, Exception):
-                raise  # cancelled (shutdown): the writer's own task ends as asked
             return
+        except BaseException:
+            done.set_exception(LedgerWriteFailed("the claim holder write carrying this count was cancelled"))
+            done.exception()
+            raise  # cancelled (shutdown): the writer's own task ends as asked
         self._written.update(group)
         done.set_result(None)

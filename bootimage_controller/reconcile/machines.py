@@ -248,7 +248,9 @@ class MachineReconciler:
                 try:
                     await scope.ledger.keep({hot_loop_key(uid): e.to_data() for uid, e in
                                              [(resource.uid, entry), *ahead.items()]})
-                except LedgerWriteFailed as exc:
+                except (ApiError, LedgerWriteFailed) as exc:
+                    # Refused or cut off: this MachineSet's outcome. `NotLeader` and the like go
+                    # up as a refused patch would (the loop writes nothing more and says why).
                     return self._not_counted(decision, exc)
                 # Counted, not yet written: their own reconcile finds the count there and reuses it.
                 self.c.outcomes.unsent.update(ahead)
@@ -309,10 +311,9 @@ class MachineReconciler:
         return ahead
 
     @staticmethod
-    def _not_counted(decision: BootImageDecision, exc: LedgerWriteFailed) -> MachineSetState:
-        cause = exc.cause
-        message = f"not sent: the hot-loop count could not be kept in the claim holder: {describe(cause)}"
-        permanent = isinstance(cause, ApiError) and cause.permanent
+    def _not_counted(decision: BootImageDecision, exc: ApiError | LedgerWriteFailed) -> MachineSetState:
+        message = f"not sent: the hot-loop count could not be kept in the claim holder: {describe(exc)}"
+        permanent = isinstance(exc, ApiError) and exc.permanent
         return MachineSetState.failed(decision, Reason.PATCH_FAILED, message, permanent=permanent)
 
     async def _claim_from_mco(self, kind: MachineKind, obj: dict[str, Any]) -> None:

@@ -50,12 +50,15 @@ async def test_concurrent_workers_share_holder_writes_and_each_returns_only_once
     assert known and entry == LedgerEntry(target_digest("3"), 1)
 
 
-async def test_a_failed_holder_write_fails_every_waiter_it_carried() -> None:
-    holder = SlowHolder(fail=RuntimeError("holder too large"))
+async def test_a_failed_holder_write_fails_every_waiter_it_carried_with_its_own_error() -> None:
+    """Each caller sees the holder write's error as if it were its own write's (an `ApiError`,
+    `NotLeader` from the write fence), so callers keep one vocabulary of write failures."""
+    refused = RuntimeError("holder too large")
+    holder = SlowHolder(fail=refused)
     ledger = HotLoopLedger(holder.commit)
     results = await asyncio.gather(*(ledger.keep({f"hot-loop.{i}": "1:" + "0" * 16}) for i in range(5)),
                                    return_exceptions=True)
-    assert all(isinstance(r, LedgerWriteFailed) for r in results), results
+    assert all(r is refused for r in results), results
     assert ledger.written("hot-loop.0") == (False, None)
     holder.fail = None
     await ledger.keep({"hot-loop.0": "1:" + "0" * 16})  # the ledger works again afterwards

@@ -37,6 +37,7 @@ from bootimage_controller.core.model import MachineResource, Refusal
 from bootimage_controller.core.skew.verdict import SkewLimits
 from bootimage_controller.core.status import ClusterOperatorStatus, make_condition
 from bootimage_controller.kube.errors import Invalid, conflict
+from bootimage_controller.kube.fence import NotLeader
 from bootimage_controller.reconcile import assembly as assembly_module
 from bootimage_controller.reconcile.assembly import Hooks, ReconcileOptions, Reconcilers, Writers, assemble
 from bootimage_controller.reconcile.claims import ClaimGate, release_all_claims
@@ -287,6 +288,18 @@ async def test_a_count_the_holder_could_not_keep_sends_no_patch(api: ApiClient) 
     assert not [c for c in writer.calls if c[0] == "patch"]
     assert state.error_reason is Reason.PATCH_FAILED and "hot-loop count could not be kept" in (state.error or "")
     assert state.permanent
+
+
+async def test_a_count_refused_by_the_write_fence_is_not_leading_not_a_failure(api: ApiClient) -> None:
+    """The holder write is fenced like every write: refused because this replica no longer leads,
+    no patch follows and the loop ends the key quietly, as for a refused patch."""
+    ctl, writer, _ = make_controller(api, machineset(rv="10"))
+    writer.keep_results = [NotLeader("not the leader (lease held by another-replica)")]
+    result = await ctl.reconcile(KEY)
+    assert result.error is None and not result.permanent
+    assert not [c for c in writer.calls if c[0] == "patch"]
+    state = ctl.states.get(KEY)
+    assert state is None or (state.error is None and not state.patched)
 
 
 async def test_a_conflict_that_changed_the_boot_image_is_not_overwritten(api: ApiClient) -> None:
