@@ -518,9 +518,11 @@ def prepare(
     bootimages_file: str | None = None,
     control_plane_arch: str | None = None,
     gitops_labels: tuple[str, ...] = (),
+    golden_source: GoldenSource | None = None,
 ) -> PreparedPlan:
-    """Golden data, cluster facts and enrollment; raises `InputError` naming file, object, field."""
-    golden = golden_from(inputs, bootimages_file)
+    """Golden data, cluster facts and enrollment; raises `InputError` naming file, object, field.
+    `golden_source`: golden data already loaded (`fleet --bootimages`, read once for every cluster)."""
+    golden = golden_source or golden_from(inputs, bootimages_file)
     context = planning_context(
         cluster_objects(inputs),
         golden=golden.golden,

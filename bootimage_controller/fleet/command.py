@@ -27,14 +27,14 @@ def main(args: argparse.Namespace) -> int:
         render.check_html_available()
     sources = discover(args.paths, args.kubeconfig, args.context, args.all_contexts)
     index = PublishedImageIndex.bundled()
-    if args.bootimages:
-        golden = load_bootimages_file(Path(args.bootimages)).golden
-        catalog = PlatformImageCatalog({}, catalog_from_golden(golden), f"--bootimages {args.bootimages}")
+    golden = load_bootimages_file(Path(args.bootimages)) if args.bootimages else None
+    if golden is not None:
+        catalog = PlatformImageCatalog({}, catalog_from_golden(golden.golden), f"--bootimages {args.bootimages}")
     else:
         catalog = PlatformImageCatalog(index.release_streams)
     limits = SkewLimits.from_flags(args.ocp_skew_limit, args.rhel_skew_limit, ocp_flag="--ocp-skew-limit",
                                    rhel_flag="--rhel-skew-limit")
-    options = FleetOptions(args.bootimages, limits, catalog, index, datetime.now(UTC))
+    options = FleetOptions(golden, limits, catalog, index, datetime.now(UTC))
     rows: list[ClusterRow] = []
     asyncio.run(read_fleet(sources, options, parallel=args.parallel, timeout=args.timeout, on_rows=rows.extend,
                            progress=Progress(len(sources))))

@@ -21,7 +21,15 @@ from ..core.hypershift import PlatformImageCatalog, hosted_cluster_rows
 from ..core.index import PublishedImageIndex
 from ..core.skew.verdict import SkewLimits
 from ..errors import BootImageControllerError
-from ..plan_inputs import SourcedObject, classify, evaluate_plan_skew, load_paths, prepare, run_planner
+from ..plan_inputs import (
+    GoldenSource,
+    SourcedObject,
+    classify,
+    evaluate_plan_skew,
+    load_paths,
+    prepare,
+    run_planner,
+)
 from .sources import ClusterSource
 
 log = structlog.get_logger(__name__)
@@ -29,7 +37,7 @@ log = structlog.get_logger(__name__)
 
 @dataclass(frozen=True)
 class FleetOptions:
-    bootimages: str | None  # --bootimages: golden data for every cluster and NodePool
+    golden: GoldenSource | None  # --bootimages, loaded once: golden data for every cluster
     limits: SkewLimits
     catalog: PlatformImageCatalog
     index: PublishedImageIndex
@@ -68,7 +76,7 @@ def rows_from_objects(source: ClusterSource, objects: list[SourcedObject], optio
     current, install = cluster_releases(inputs.cluster_version.obj if inputs.cluster_version else None)
     rows: list[ClusterRow] = []
     if inputs.machines or inputs.capi or not hyper:
-        prepared = prepare(inputs, bootimages_file=options.bootimages)
+        prepared = prepare(inputs, golden_source=options.golden)
         decisions = run_planner(prepared)
         skew = evaluate_plan_skew(prepared, decisions, options.limits)
         facts = ClusterFactsForFleet(prepared.context.facts.platform, current, install)

@@ -148,3 +148,21 @@ def test_fleet_exit_codes_and_table(tmp_path: Path) -> None:
     assert any(c["status"] == "held" for c in json.loads(held.stdout)["clusters"])
     usage = run()
     assert usage.returncode == 2 and "give must-gather PATHs" in usage.stderr
+
+
+def test_bootimages_is_read_once_and_judges_every_cluster_as_plan_does(tmp_path: Path) -> None:
+    trees = write_fleet(tmp_path, 4)
+    golden = REPO / "tests" / "fixtures" / "configmaps" / "coreos-bootimages-4.18.yaml"
+
+    def run(*argv: str) -> dict[str, object]:
+        done = subprocess.run([sys.executable, "-m", "bootimage_controller", *argv, "--bootimages", str(golden),
+                               "-o", "json"], capture_output=True, text=True, timeout=120, cwd=REPO, check=False)
+        assert done.returncode in (0, 3), done.stderr
+        return json.loads(done.stdout)  # type: ignore[no-any-return]
+
+    rows = {c["name"]: c for c in run("fleet", *map(str, trees))["clusters"]}  # type: ignore[attr-defined]
+    for tree in trees:
+        plan = run("plan", str(tree))
+        assert [(p["name"], p["targetRelease"], p["action"]) for p in rows[tree.name]["pools"]] == [
+            (m["name"], m["targetRelease"], m["action"]) for m in plan["machineSets"]]  # type: ignore[attr-defined]
+        assert rows[tree.name]["skew"] == plan["skew"]
