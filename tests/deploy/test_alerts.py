@@ -3,15 +3,14 @@ like the ones the daemon exports, and every metric they use is one the daemon re
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from harness.tools import tool
 
 from bootimage_controller import observability as obs
 from bootimage_controller.constants import DOCS_BASE_URL
@@ -23,17 +22,7 @@ NS = "openshift-machine-config-operator"
 
 
 def promtool() -> str:
-    found = shutil.which("promtool")
-    if found:
-        return found
-    try:
-        done = subprocess.run(["bash", str(REPO / "hack" / "install-promtool.sh")], capture_output=True, text=True,
-                              timeout=300, check=True)
-    except (subprocess.CalledProcessError, OSError) as exc:
-        if os.environ.get("CI"):
-            raise  # CI must run these: hack/install-promtool.sh has to work there
-        pytest.skip(f"promtool not available (hack/install-promtool.sh: {exc})")
-    return done.stdout.strip().splitlines()[-1]
+    return tool("install-promtool.sh", names=("promtool",))
 
 
 def rules() -> dict[str, dict[str, Any]]:

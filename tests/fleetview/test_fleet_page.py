@@ -13,7 +13,7 @@ import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
-import pytest
+from harness.tools import tool
 
 from .fleetgen import write_fleet
 
@@ -22,14 +22,7 @@ ARTIFACTS = Path(os.environ.get("BOOTIMAGE_TEST_ARTIFACTS", REPO / "build" / "te
 
 
 def chromium() -> str:
-    try:
-        done = subprocess.run(["bash", str(REPO / "hack" / "install-chromium.sh")], capture_output=True, text=True,
-                              timeout=600, check=True)
-    except (subprocess.CalledProcessError, OSError) as exc:
-        if os.environ.get("CI"):
-            raise  # CI must run this: hack/install-chromium.sh has to work there
-        pytest.skip(f"chromium not available (hack/install-chromium.sh: {exc})")
-    return done.stdout.strip().splitlines()[-1]
+    return tool("install-chromium.sh", timeout=600)
 
 
 def browse(page: Path, *extra: str) -> tuple[str, list[str]]:
