@@ -17,17 +17,17 @@ from typing import Any
 
 from ..constants import NODE_POOL_KIND, Action
 from ..errors import VersionError
+from .cluster import normalise_arch
 from .fleet import ClusterRow, PoolRow, age_days
 from .golden import GoldenBootImages
 from .index import PublishedImageIndex
+from .model import get_path
 from .skew.versions import OcpVersion
 
 # Fleet-only reasons for NodePools (HyperShift, not this controller, writes their images).
 REASON_MANAGED_BY_HYPERSHIFT = "ManagedByHyperShift"
 REASON_NO_PLATFORM_IMAGE = "NoPlatformImage"
 REASON_IMAGE_SET_BY_NODE_POOL = "ImageSetByNodePool"
-# NodePool `spec.arch` (Go names) -> stream metadata architecture.
-NODE_POOL_ARCHES = {"amd64": "x86_64", "arm64": "aarch64", "ppc64le": "ppc64le", "s390x": "s390x"}
 _RELEASE_TAG = re.compile(r":(\d+\.\d+\.\d+(?:-[0-9A-Za-z.]+?)?)(?:-(?:x86_64|aarch64|ppc64le|s390x|multi))?$")
 
 
@@ -102,9 +102,10 @@ def _minor(release: str | None) -> str | None:
     return f"{v.major}.{v.minor}"
 
 
-def release_of_image(pullspec: str | None) -> str | None:
-    """`quay.io/openshift-release-dev/ocp-release:4.21.3-x86_64` -> `4.21.3` (None: a digest)."""
-    found = _RELEASE_TAG.search(pullspec or "")
+def release_of_image(pullspec: Any) -> str | None:
+    """`quay.io/openshift-release-dev/ocp-release:4.21.3-x86_64` -> `4.21.3` (None: a digest, or
+    not a string at all in a hand-edited object)."""
+    found = _RELEASE_TAG.search(pullspec) if isinstance(pullspec, str) else None
     return found.group(1) if found else None
 
 
@@ -116,29 +117,21 @@ def default_stream(release: str | None) -> str:
         return "rhel-9"
 
 
-def _get(obj: Mapping[str, Any] | None, *path: str) -> Any:
-    for key in path:
-        if not isinstance(obj, Mapping):
-            return None
-        obj = obj.get(key)
-    return obj
-
-
 def _region(hosted: Mapping[str, Any], platform: str) -> str | None:
-    platform_spec = _get(hosted, "spec", "platform") or {}
+    platform_spec = get_path(hosted, ("spec", "platform")) or {}
     for key in ("aws", "gcp"):
-        region = _get(platform_spec, key, "region")
+        region = get_path(platform_spec, (key, "region"))
         if isinstance(region, str) and platform.lower() == key:
             return region
-    location = _get(platform_spec, "azure", "location")
+    location = get_path(platform_spec, ("azure", "location"))
     return location if isinstance(location, str) else None
 
 
 def hosted_release(hosted: Mapping[str, Any]) -> str | None:
-    desired = _get(hosted, "status", "version", "desired", "version")
+    desired = get_path(hosted, ("status", "version", "desired", "version"))
     if isinstance(desired, str):
         return desired
-    return release_of_image(_get(hosted, "spec", "release", "image"))
+    return release_of_image(get_path(hosted, ("spec", "release", "image")))
 
 
 def node_pool_row(
@@ -149,14 +142,15 @@ def node_pool_row(
     now: datetime,
 ) -> PoolRow:
     meta = pool.get("metadata") or {}
-    release = _get(pool, "status", "version") or release_of_image(_get(pool, "spec", "release", "image")) \
+    release = get_path(pool, ("status", "version")) or release_of_image(get_path(pool, ("spec", "release", "image"))) \
         or hosted_release(hosted)
     release = release if isinstance(release, str) else None
-    stream = _get(pool, "spec", "osImageStream", "name") or default_stream(release)
-    arch = NODE_POOL_ARCHES.get(str(_get(pool, "spec", "arch") or "amd64"), str(_get(pool, "spec", "arch")))
-    platform = str(_get(pool, "spec", "platform", "type") or _get(hosted, "spec", "platform", "type") or "")
+    stream = get_path(pool, ("spec", "osImageStream", "name")) or default_stream(release)
+    spec_arch = str(get_path(pool, ("spec", "arch")) or "amd64")  # Go names (amd64), as Nodes say them
+    arch = normalise_arch(spec_arch) or spec_arch
+    platform = str(get_path(pool, ("spec", "platform", "type")) or get_path(hosted, ("spec", "platform", "type")) or "")
     found = catalog.find(release, str(stream), arch, platform, _region(hosted, platform))
-    explicit = _get(pool, "spec", "platform", "aws", "ami") if platform.lower() == "aws" else None
+    explicit = get_path(pool, ("spec", "platform", "aws", "ami")) if platform.lower() == "aws" else None
     booted = explicit if isinstance(explicit, str) and explicit else found.image
     current_build, target_build = _build_of(platform, booted, index), _build_of(platform, found.image, index)
     valid: bool | None = None if found.unknown else found.image is not None
@@ -214,23 +208,23 @@ def hosted_cluster_rows(
         meta = hosted.get("metadata") or {}
         namespace, name = str(meta.get("namespace", "")), str(meta.get("name", ""))
         pools = [p for p in node_pools
-                 if _get(p, "metadata", "namespace") == namespace and _get(p, "spec", "clusterName") == name]
+                 if get_path(p, ("metadata", "namespace")) == namespace and get_path(p, ("spec", "clusterName")) == name]
         release = hosted_release(hosted)
         rows.append(ClusterRow(
             name=f"{management}/{namespace}/{name}",
             source=source,
-            platform=_get(hosted, "spec", "platform", "type"),
+            platform=get_path(hosted, ("spec", "platform", "type")),
             release=release,
             install_release=_install(hosted),
             node_pools=tuple(node_pool_row(p, hosted, catalog, index, now)
-                             for p in sorted(pools, key=lambda p: str(_get(p, "metadata", "name")))),
+                             for p in sorted(pools, key=lambda p: str(get_path(p, ("metadata", "name"))))),
             management_cluster=management,
         ))
     return rows
 
 
 def _install(hosted: Mapping[str, Any]) -> str | None:
-    history = _get(hosted, "status", "version", "history")
+    history = get_path(hosted, ("status", "version", "history"))
     if isinstance(history, list) and history and isinstance(history[-1], Mapping):
         version = history[-1].get("version")
         return version if isinstance(version, str) else None

@@ -30,6 +30,7 @@ def test_release_and_stream_of_a_node_pool() -> None:
     assert release_of_image("quay.io/openshift-release-dev/ocp-release:4.21.3-x86_64") == "4.21.3"
     assert release_of_image("quay.io/openshift-release-dev/ocp-release:5.0.0-ec.2-multi") == "5.0.0-ec.2"
     assert release_of_image("quay.io/openshift-release-dev/ocp-release@sha256:" + "a" * 64) is None
+    assert release_of_image({"image": "4.21.3"}) is None and release_of_image(None) is None
     assert default_stream("4.22.1") == "rhel-9" and default_stream("5.0.0-ec.2") == "rhel-10"
     assert default_stream(None) == "rhel-9"
     assert releases_behind("4.16", "4.22") == 6 and releases_behind("4.22", "5.0") is None
