@@ -11,7 +11,6 @@ A context name given twice (two files) is told apart by its file's name.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +18,7 @@ from pathlib import Path
 import yaml
 
 from ..errors import InputError
+from ..kube.client import default_kubeconfig
 
 
 @dataclass(frozen=True)
@@ -83,8 +83,7 @@ def _kubeconfig_files(path: Path) -> list[Path]:
 
 
 def _default_kubeconfig() -> Path:
-    env = os.environ.get("KUBECONFIG", "").split(os.pathsep)[0]
-    path = Path(os.path.expanduser(env or "~/.kube/config"))
+    path = default_kubeconfig()
     if not path.is_file():
         raise InputError(str(path), None, "no kubeconfig: pass --kubeconfig FILE or set KUBECONFIG")
     return path

@@ -212,13 +212,20 @@ async def load_configuration(kubeconfig: str | None, context: str | None = None)
             raise ClientConfigError(f"in-cluster configuration: {exc}") from None
         return cfg
     env = os.environ.get("KUBECONFIG", "").split(os.pathsep)[0]
-    default = Path(os.path.expanduser(env or "~/.kube/config"))
+    default = default_kubeconfig()
     if env or default.exists():
         await _load_file(default, f"KUBECONFIG {env}" if env else f"kubeconfig {default}", cfg, context)
         return cfg
     raise ClientConfigError(
         "no Kubernetes configuration: pass --kubeconfig, set KUBECONFIG, or run in a cluster"
     )
+
+
+def default_kubeconfig() -> Path:
+    """Where kubectl looks without `--kubeconfig`: `$KUBECONFIG`'s first file, else ~/.kube/config
+    (which may not exist)."""
+    env = os.environ.get("KUBECONFIG", "").split(os.pathsep)[0]
+    return Path(os.path.expanduser(env or "~/.kube/config"))
 
 
 async def _load_file(path: Path, named: str, cfg: Any, context: str | None = None) -> None:
