@@ -133,6 +133,15 @@ FLUX_LABELS: Final = ("kustomize.toolkit.fluxcd.io/name", "helm.toolkit.fluxcd.i
 # Argo CD's label tracking (`application.instanceLabelKey`, `app.kubernetes.io/instance` by default)
 # is a common label Helm sets too, so it counts only when named (`--gitops-label`).
 ARGOCD_DEFAULT_INSTANCE_LABEL: Final = "app.kubernetes.io/instance"
+# What `kubectl apply` (and Argo CD's client-side apply) last applied: for a GitOps-tracked object,
+# what Git holds (SPEC section 3, writer conflicts).
+ANNOTATION_LAST_APPLIED: Final = "kubectl.kubernetes.io/last-applied-configuration"
+# Flux's per-object apply policy: `IfNotPresent` creates the object and never corrects it again.
+ANNOTATION_FLUX_SSA: Final = "kustomize.toolkit.fluxcd.io/ssa"
+# The label a writer-conflict fix puts on a MachineSet (in Git, for a GitOps one) where no label of
+# its own tells it apart, so a Partial `machineResourceSelector` can leave it out of the MCO's
+# enrollment (docs/install.md, "Writer conflicts"). Its value names the writer that keeps it.
+LABEL_BOOT_IMAGE_WRITER: Final = f"{_MCO}/boot-image-writer"
 
 # --- claims ---------------------------------------------------------------------------------
 CLAIM_HOLDER_NAME: Final = "machineset-boot-image-controller"
@@ -376,6 +385,8 @@ DEFAULT_RESYNC_PERIOD: Final = 10 * 60.0
 # Before claiming a MachineSet handed over from the MCO: the MCO's skew enforcement would then hold
 # upgrades (it resets its record to the install version for every MachineSet it skips).
 EVENT_CLAIM_HOLDS_UPGRADES: Final = "BootImageClaimWouldHoldUpgrades"
+# Two writers would change one MachineSet: the MCO and GitOps or Hive (SPEC section 3, writer conflicts).
+EVENT_WRITER_CONFLICT: Final = "BootImageWriterConflict"
 EVENT_COMPONENT: Final = "bootimage-controller"
 # The events.k8s.io/v1 `note` limit; core/v1 has none, but a longer message helps nobody.
 MAX_EVENT_MESSAGE: Final = 1024
@@ -391,6 +402,7 @@ METRIC_SKEW_UPGRADEABLE: Final = "bootimage_controller_skew_upgradeable"
 METRIC_SKEW_NONE: Final = "bootimage_controller_skew_enforcement_none"
 METRIC_CLUSTER_BOOT_IMAGE: Final = "bootimage_controller_cluster_boot_image"  # _info appended
 METRIC_DISAGREEMENTS: Final = "bootimage_controller_disagreements"
+METRIC_WRITER_CONFLICTS: Final = "bootimage_controller_writer_conflicts"
 # Per pool, for fleets that aggregate (Thanos, ACM Observability): which boot image, how old, how far behind.
 METRIC_POOL_BOOT_IMAGE: Final = "bootimage_controller_machineset_boot_image"  # _info appended
 METRIC_POOL_BOOT_IMAGE_AGE: Final = "bootimage_controller_machineset_boot_image_age_seconds"

@@ -58,6 +58,7 @@ from .constants import (
     METRIC_TEMPLATE_IMPORT_DURATION,
     METRIC_TEMPLATE_IMPORTS,
     METRIC_TEMPLATES,
+    METRIC_WRITER_CONFLICTS,
 )
 
 log = structlog.get_logger(__name__)
@@ -281,6 +282,13 @@ DISAGREEMENTS = Gauge(
     METRIC_DISAGREEMENTS,
     "1 for each MachineSet the Machine Config Operator manages that stays on another boot image than this "
     "controller's target after the MCO's pass (Event BootImageDisagreement).",
+    ["namespace", "name"],
+    registry=REGISTRY,
+)
+WRITER_CONFLICTS = Gauge(
+    METRIC_WRITER_CONFLICTS,
+    "1 for each MachineSet two writers change: the Machine Config Operator and GitOps or Hive (Event "
+    "BootImageWriterConflict).",
     ["namespace", "name"],
     registry=REGISTRY,
 )

@@ -13,7 +13,7 @@ import re
 import textwrap
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,7 @@ from .constants import (
     Manager,
 )
 from .core.claims import change_ops
+from .core.forecast import OPEN_GATE, Forecast, ObjectLookup, UpgradeGate
 from .core.index import PublishedImageIndex
 from .core.model import BootImageDecision
 from .core.patching import apply_changes
@@ -55,12 +56,18 @@ class PlanReport:
     decisions: tuple[BootImageDecision, ...]
     skew: Mapping[str, Any] | None  # the SPEC `skew` object (skew.verdict), None when not evaluated
     context: tuple[str, ...] = ()  # where the facts came from, printed under the table
+    # Who writes what next (core.forecast): the table, summary, Details and JSON all read it.
+    forecast: Forecast = field(default_factory=lambda: Forecast(OPEN_GATE, ()))
 
     @classmethod
     def build(
-        cls, decisions: Iterable[BootImageDecision], skew: Mapping[str, Any] | None, context: Iterable[str] = ()
+        cls, decisions: Iterable[BootImageDecision], skew: Mapping[str, Any] | None, context: Iterable[str] = (),
+        gate: UpgradeGate = OPEN_GATE, lookup: ObjectLookup | None = None,
+        machine_configuration: Mapping[str, Any] | None = None, gitops_labels: Sequence[str] = (),
     ) -> PlanReport:
-        return cls(sort_decisions(decisions), skew, tuple(context))
+        ordered = sort_decisions(decisions)
+        forecast = Forecast.build(ordered, gate, lookup, machine_configuration, gitops_labels)
+        return cls(ordered, skew, tuple(context), forecast)
 
     @property
     def upgrades_held(self) -> bool:
@@ -73,9 +80,11 @@ def sort_decisions(decisions: Iterable[BootImageDecision]) -> tuple[BootImageDec
 
 def plan_document(report: PlanReport) -> dict[str, Any]:
     """The `plan -o json` object (SPEC section 4), field names exact, plain JSON types only."""
+    forecast = report.forecast
     doc = {
         "kind": PLAN_KIND,
-        "machineSets": [d.to_json() for d in report.decisions],
+        "machineSets": [{**d.to_json(), "nextWrite": forecast.of(d).to_json()} for d in report.decisions],
+        "gate": forecast.gate.to_json(),
         "skew": dict(report.skew) if report.skew is not None else None,
     }
     # A round trip turns enum members (reasons are StrEnums) into the plain strings YAML needs.
@@ -118,14 +127,21 @@ def render_table(report: PlanReport, width: int = 100, style: TableStyle | None 
     style = style or TableStyle()
     width = min(max(60, width), PROSE_WIDTH)
     lines: list[str] = []
+    forecast = report.forecast
     if report.decisions:
-        lines.extend(_rows(report.decisions, style))
+        lines.extend(_rows(report.decisions, style, forecast))
     else:
         lines.append("No MachineSets or ControlPlaneMachineSets found in the input.")
+    upcoming = _next_writes(forecast, width)
+    if upcoming:
+        lines += ["", "Next writes (this controller's first):", *upcoming]
     details = _details(report.decisions, width)
     if details:
         lines += ["", "Details:", *details]
-    lines += ["", summary_line(report.decisions), *skew_lines(report.skew, width, style.colour)]
+    lines += ["", *_wrap(summary_line(report.decisions, forecast), width, "", "  ")]
+    if not forecast.gate.open:
+        lines += _wrap(f"Gate: closed ({forecast.gate.reason}): {forecast.gate.message}", width, "", "  ")
+    lines += skew_lines(report.skew, width, style.colour)
     if report.context:
         lines += ["", "Inputs:"]
         for item in report.context:
@@ -139,7 +155,7 @@ def render_table(report: PlanReport, width: int = 100, style: TableStyle | None 
 _DROP_FIRST = ("ARCH", "STREAM", "CURRENT-IMAGE", "TARGET-IMAGE", "CURRENT-RHCOS", "TARGET-RHCOS")
 _DROP_LAST = ("PLATFORM", "MANAGER")
 _MIN_NAME = 16
-_ACTION_COLOURS = {"patch": "33", "noop": "32", "skip": "36", "error": "31;1"}  # ANSI SGR
+_ACTION_COLOURS = {"patch": "33", "noop": "32", "skip": "36", "error": "31;1", "conflict": "31;1"}  # ANSI SGR
 # The table's KIND: short, so it stays at every width (JSON and YAML keep the full kind).
 _KIND_LABELS = {MACHINESET_KIND: "MS", CPMS_KIND: "CPMS", CAPI_MACHINESET: "CAPI-MS", CAPI_MACHINEDEPLOYMENT: "CAPI-MD"}
 ELLIPSIS = "\u2026"
@@ -157,8 +173,10 @@ def _releases(d: BootImageDecision) -> tuple[str | None, str | None]:
     return d.current_release, d.target_release
 
 
-def _rows(decisions: Sequence[BootImageDecision], style: TableStyle | None = None) -> list[str]:
+def _rows(decisions: Sequence[BootImageDecision], style: TableStyle | None = None,
+          forecast: Forecast | None = None) -> list[str]:
     style = style or TableStyle()
+    forecast = forecast or Forecast(OPEN_GATE, ())
     one_namespace = len({d.namespace for d in decisions}) == 1
     show_kind = any(d.kind != MACHINESET_KIND for d in decisions)
     header = ["NAME" if one_namespace else "NAMESPACE/NAME"]
@@ -170,7 +188,8 @@ def _rows(decisions: Sequence[BootImageDecision], style: TableStyle | None = Non
         row: list[str | None] = [_display_name(d, one_namespace)]
         row += [_KIND_LABELS.get(d.kind, d.kind)] if show_kind else []
         current, target = _releases(d)
-        row += [d.platform, d.architecture, d.stream, str(d.manager), str(d.action), d.reason,
+        # ACTION says what happens next: `patch` only for what this controller writes now.
+        row += [d.platform, d.architecture, d.stream, str(d.manager), forecast.of(d).label, d.reason,
                 current, target, d.current_release, d.target_release, image_id(d.current), image_id(d.target)]
         rows.append([_cell(v) for v in row])
     prefix = ""
@@ -289,13 +308,26 @@ def _cell(value: str | None) -> str:
     return value if value else "-"
 
 
+def _next_writes(forecast: Forecast, width: int) -> list[str]:
+    """Every object whose boot image will change: who writes it and when (this controller's first),
+    and for each writer conflict the ways out."""
+    out: list[str] = []
+    for w in forecast.changing():
+        out.extend(_wrap(f"{_display_name(w.decision, False)}: {w.sentence()}", width, "  ", "    "))
+        if w.conflict is not None:
+            for fix in w.conflict.fixes():
+                out.extend(_wrap(f"fix: {fix}", width, "    ", "      "))
+    return out
+
+
 def _details(decisions: Sequence[BootImageDecision], width: int) -> list[str]:
+    """Why nothing is written for the skips and errors (every manager's: another manager's row says
+    who would act and why); what will change is under "Next writes"."""
     out: list[str] = []
     for d in decisions:
-        theirs = d.manager != Manager.OURS
-        if d.action not in (Action.SKIP, Action.ERROR) and not theirs:
+        if d.action not in (Action.SKIP, Action.ERROR):
             continue
-        # Another manager's row says who acts and why: the daemon writes none of these.
+        theirs = d.manager != Manager.OURS
         manager = f" (manager {d.manager}: {d.manager_why})" if theirs else ""
         out.extend(_wrap(f"{_display_name(d, False)}: {d.action} {d.reason}{manager}", width, "  ", "    "))
         out.extend(_wrap(d.message, width, "    ", "    "))
@@ -308,10 +340,13 @@ def _wrap(text: str, width: int, first: str, rest: str) -> list[str]:
     ) or [first.rstrip()]
 
 
-def summary_line(decisions: Sequence[BootImageDecision]) -> str:
-    """`Plan: 2 to patch, ...; managed by bootimage-controller 3, mco 2` (every manager present)."""
+def summary_line(decisions: Sequence[BootImageDecision], forecast: Forecast | None = None) -> str:
+    """`Plan: this controller patches 1 now, the MCO 3; 0 up to date, ...; managed by mco 5, ...`:
+    what happens next by writer (core.forecast), then what needs nothing, then every manager."""
+    forecast = forecast or Forecast.build(decisions, OPEN_GATE)
     counts = Counter(d.action for d in decisions)
-    line = "Plan: " + ", ".join(f"{counts.get(action, 0)} {words}" for action, words in _SUMMARY_WORDS)
+    line = "Plan: " + forecast.summary() + "; " + ", ".join(
+        f"{counts.get(action, 0)} {words}" for action, words in _SUMMARY_WORDS if action is not Action.PATCH)
     managers = Counter(str(d.manager) for d in decisions)
     if managers:
         line += "; managed by " + ", ".join(f"{m} {managers[m]}" for m in Manager if managers.get(m))

@@ -155,6 +155,10 @@ class PassReporter:
         for s in states:
             if s.disagreement is not None and s.disagreement.lasting:
                 obs.DISAGREEMENTS.labels(namespace=s.decision.namespace, name=s.decision.name).set(1)
+        obs.WRITER_CONFLICTS.clear()
+        for s in states:
+            if s.conflict is not None:
+                obs.WRITER_CONFLICTS.labels(namespace=s.decision.namespace, name=s.decision.name).set(1)
         shown = tuple(s for s in states if s.decision.action is not Action.ERROR)
 
         def pools() -> list[obs.PoolBootImage]:  # built when scraped: ages are as of the scrape

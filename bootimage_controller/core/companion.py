@@ -24,6 +24,7 @@ from ..constants import (
     CONDITION_PROGRESSING,
     DEFAULT_DISAGREEMENT_GRACE,
     MAX_EVENT_MESSAGE,
+    Manager,
     SkewMode,
 )
 from ..errors import VersionError
@@ -42,6 +43,9 @@ def proposal_message(decision: BootImageDecision) -> str:
     an Event, the message says where to get it instead."""
     patch = json.dumps(change_ops(decision.changes), separators=(",", ":"), sort_keys=True)
     what = f"{decision.current_release or 'unknown release'} -> {decision.target_release or 'golden'}"
+    if Manager.MCO in decision.also_written_by:
+        # The MCO reads no GitOps mark: it writes this MachineSet too (Event BootImageWriterConflict).
+        what += "; the Machine Config Operator writes this MachineSet too (see BootImageWriterConflict)"
     head = f"proposed boot image update {what} ({decision.manager_why}); JSON patch: "
     if len(head) + len(patch) <= MAX_EVENT_MESSAGE:
         return head + patch

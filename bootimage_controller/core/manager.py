@@ -11,6 +11,10 @@ the table below); `decide_manager` applies the SPEC's precedence to one object:
 4. covered by the MCO's own controller: `mco`;
 5. else ours.
 
+A `hive` or `gitops` MachineSet that the MCO covers too is written by the MCO all the same: the real
+MCO reads no Hive, Argo CD or Flux mark (measured beside it, ../shared/tools/mco). Its verdict says
+so in `also_written_by` (SPEC section 3, writer conflicts).
+
 The planning rules decide the same for every manager, so `plan` shows what each MachineSet needs;
 the daemon writes only where the manager is ours.
 
@@ -236,6 +240,9 @@ class ManagerVerdict:
     # The MCO's controller would manage it but for our claim or the hand-over annotation: claiming
     # it makes the MCO skip it, which its skew enforcement counts (SPEC section 3, companion rules).
     taken_from_mco: bool = False
+    # Writers besides `manager` that will change this boot image (the MCO, for a Hive or GitOps
+    # MachineSet it covers): a writer conflict.
+    also_written_by: tuple[Manager, ...] = ()
 
 
 OURS_BY_DEFAULT = ManagerVerdict(Manager.OURS, "no other manager covers it")
@@ -261,12 +268,14 @@ def decide_manager(
         return ManagerVerdict(Manager.OURS, how, taken_from_mco=mco_why is not None)
     ignored = (f"; annotation {ANNOTATION_BOOT_IMAGE_MANAGER}={handed!r} ignored (only {Manager.OURS} is "
                "recognised)") if handed is not None else ""
+    also = (Manager.MCO,) if mco_why is not None else ()
     pool = obj.labels.get(LABEL_HIVE_MACHINE_POOL)
     if pool is not None:
-        return ManagerVerdict(Manager.HIVE, f"Hive MachinePool {pool} (label {LABEL_HIVE_MACHINE_POOL}){ignored}")
+        return ManagerVerdict(Manager.HIVE, f"Hive MachinePool {pool} (label {LABEL_HIVE_MACHINE_POOL}){ignored}",
+                              also_written_by=also)
     gitops = gitops_marker(obj, facts.gitops_labels)
     if gitops is not None:
-        return ManagerVerdict(Manager.GITOPS, f"applied from Git ({gitops}){ignored}")
+        return ManagerVerdict(Manager.GITOPS, f"applied from Git ({gitops}){ignored}", also_written_by=also)
     if mco_why is not None:
         return ManagerVerdict(Manager.MCO, mco_why + ignored)
     return ManagerVerdict(Manager.OURS, OURS_BY_DEFAULT.why + ignored) if ignored else OURS_BY_DEFAULT

@@ -232,6 +232,9 @@ class BootImageDecision:
     manager: Manager = Manager.OURS
     manager_why: str = ""
     taken_from_mco: bool = False
+    # Who else will write this boot image (`alsoWrittenBy`: the MCO, for a Hive or GitOps MachineSet
+    # it covers; SPEC section 3, writer conflicts).
+    also_written_by: tuple[Manager, ...] = ()
 
     @property
     def key(self) -> str:
@@ -255,6 +258,7 @@ class BootImageDecision:
             "target": _jsonable(self.target),
             "currentRelease": self.current_release,
             "targetRelease": self.target_release,
+            "alsoWrittenBy": [str(m) for m in self.also_written_by],
         }
 
 

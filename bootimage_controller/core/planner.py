@@ -133,7 +133,8 @@ class _Planner:
         m = self.manager
         if m is None:
             return {}
-        return {"manager": m.manager, "manager_why": m.why, "taken_from_mco": m.taken_from_mco}
+        return {"manager": m.manager, "manager_why": m.why, "taken_from_mco": m.taken_from_mco,
+                "also_written_by": m.also_written_by}
 
     def skip(self, reason: Reason, message: str) -> BootImageDecision:
         return self.decision(Action.SKIP, reason, message)

@@ -13,6 +13,7 @@ import structlog
 
 from ..constants import EVENT_CLAIM_HOLDS_UPGRADES, EVENT_TYPE_WARNING, Manager
 from ..core.companion import McoPass, claim_hold_warning
+from ..core.conflicts import writer_conflict
 from ..core.context import PlanningContext
 from ..core.model import BootImageDecision
 from ..core.skew.policy import install_version_from_cluster_version
@@ -38,13 +39,16 @@ class Delegation:
         self.events = events
         self.enqueue_after = enqueue_after
 
-    def delegated(self, key: str, decision: BootImageDecision) -> MachineSetState:
+    def delegated(self, key: str, obj: Mapping[str, Any], decision: BootImageDecision,
+                  gitops_labels: tuple[str, ...] = ()) -> MachineSetState:
         """Another manager's MachineSet: nothing is written. GitOps gets a proposal (an Event,
-        `notices.companion_event`); an MCO-managed one is compared with our target once the MCO says
-        its pass is done, and a disagreement that outlasts the grace is reported."""
+        `notices.companion_event`); a GitOps or Hive one the MCO writes too is a writer conflict
+        (core.conflicts); an MCO-managed one is compared with our target once the MCO says its pass
+        is done, and a disagreement that outlasts the grace is reported."""
         if decision.manager is not Manager.MCO:
             self.outcomes.disagreements.forget(key)
-            return MachineSetState(decision)
+            mc = self.store.one("machineconfiguration") if decision.also_written_by else None
+            return MachineSetState(decision, conflict=writer_conflict(decision, obj, mc, gitops_labels))
         # From the watch as it is now: the parsed inputs are rebuilt on spec changes only.
         mco_pass = McoPass.from_machine_configuration(self.store.one("machineconfiguration"))
         found = self.outcomes.disagreements.observe(key, decision, mco_pass, time.monotonic())

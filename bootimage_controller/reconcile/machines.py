@@ -43,7 +43,7 @@ from .delegation import Delegation
 from .keys import CLAIMS_KEY, is_claimed, machine_key, split_key, uid_of
 from .kinds import MachineKind
 from .ledger import LedgerWriteFailed
-from .notices import EventSink, event_for, involved, says_nothing_new
+from .notices import EventSink, conflict_event, event_for, involved, says_nothing_new
 from .state import MachineSetState, Outcomes
 from .store import ClusterView, InformerStore
 from .vsphere import FencedTemplateRefresh, tell_template_sharers
@@ -157,7 +157,7 @@ class MachineReconciler:
             return MachineSetState(decision)
         self.c.delegation.note_claim_hold(key, decision, ctx)
         if decision.manager is not Manager.OURS:
-            return self.c.delegation.delegated(key, decision)
+            return self.c.delegation.delegated(key, obj, decision, ctx.facts.managers.gitops_labels)
         self.c.outcomes.disagreements.forget(key)
         if not self.c.may_write():
             return MachineSetState(decision)
@@ -365,6 +365,9 @@ class MachineReconciler:
         events = self.c.events
         if events is None or not self.c.may_write():
             return
+        conflict = conflict_event(previous, state)
+        if conflict is not None:
+            events.post(involved(obj), *conflict)
         event = event_for(previous, state)
         if event is None:
             return

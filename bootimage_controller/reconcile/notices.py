@@ -16,6 +16,7 @@ from ..constants import (
     EVENT_TYPE_NORMAL,
     EVENT_TYPE_WARNING,
     EVENT_UPDATED,
+    EVENT_WRITER_CONFLICT,
     MACHINE_API_GROUP,
     MACHINESET_KIND,
     MACHINESET_VERSION,
@@ -113,3 +114,16 @@ def companion_event(previous: MachineSetState | None, state: MachineSetState) ->
         if was is None or not was.lasting or (before is not None and before.target != d.target):
             return EVENT_TYPE_WARNING, EVENT_DISAGREEMENT, found.message
     return None
+
+
+def conflict_event(previous: MachineSetState | None, state: MachineSetState) -> Notice | None:
+    """`BootImageWriterConflict`, once per target: two writers of one boot image (the MCO and GitOps
+    or Hive), both named with the fix. The same conflict again (a resync, the no-op after the MCO's
+    patch) says nothing new."""
+    found = state.conflict
+    if found is None:
+        return None
+    was = previous.conflict if previous is not None else None
+    if was is not None and was.target == found.target:
+        return None
+    return EVENT_TYPE_WARNING, EVENT_WRITER_CONFLICT, found.message()

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from ..constants import DEFAULT_DISAGREEMENT_GRACE, Reason
 from ..core.claims import HotLoopRecord, LedgerEntry
 from ..core.companion import Disagreement, DisagreementClock
+from ..core.conflicts import WriterConflict
 from ..core.model import BootImageDecision
 from ..vsphere.refresh import RefreshOutcome
 
@@ -35,6 +36,7 @@ class MachineSetState:
     error_reason: Reason | None = None
     refreshed: RefreshOutcome | None = None  # vSphere: the template this reconcile built or replaced
     disagreement: Disagreement | None = None  # MCO-managed: on another image than our target
+    conflict: WriterConflict | None = None  # GitOps or Hive, and the MCO writes it too
     permanent: bool = False
 
     @classmethod

@@ -132,7 +132,7 @@ def test_error_rows_are_explained_in_the_table(run: Run, tmp_path: Path) -> None
     bad["spec"]["template"]["spec"]["providerSpec"]["value"] = "oops"
     result = run("plan", cluster_dir(tmp_path, [bad, machineset()]))
     assert result.code == 0
-    assert "Plan: 1 to patch, 0 up to date, 0 skipped, 1 errors" in result.out
+    assert "Plan: this controller patches 1 now; 0 up to date, 0 skipped, 1 errors" in result.out
     assert "openshift-machine-api/bad: error InvalidProviderSpec" in result.out
 
 

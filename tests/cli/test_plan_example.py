@@ -25,7 +25,7 @@ INFRA = "prod-east-8h2kq"
 ARCH = {"amd64": "x86_64", "arm64": "aarch64"}
 DECISION_KEYS = {
     "namespace", "name", "kind", "platform", "architecture", "stream", "manager", "action", "reason", "message",
-    "field", "current", "target", "currentRelease", "targetRelease",
+    "field", "current", "target", "currentRelease", "targetRelease", "alsoWrittenBy", "nextWrite",
 }
 SKEW_KEYS = {"mode", "clusterBootImage", "limit", "upgradeable", "reason", "message"}
 
@@ -48,7 +48,8 @@ def test_json_plan_of_the_example(run: Run) -> None:
     result = run("plan", EXAMPLE, "-o", "json")
     assert result.code == 0, result.err
     plan = result.json()
-    assert set(plan) == {"kind", "machineSets", "skew"}
+    assert set(plan) == {"kind", "machineSets", "gate", "skew"}
+    assert plan["gate"]["open"] is True and plan["gate"]["reason"] == "AsExpected"
     assert plan["kind"] == "BootImagePlan"
     for entry in plan["machineSets"]:
         assert set(entry) == DECISION_KEYS
@@ -141,7 +142,7 @@ def test_table_of_the_example(run: Run) -> None:
     # The example's Machine Config Operator (4.22) updates its unowned rhel-9 MachineSets itself;
     # the rhel-10 one is this controller's (the MCO skips other streams).
     # CURRENT and TARGET as OpenShift releases (comparable), the RHCOS builds and images beside them.
-    assert row[1:] == ["MS", "AWS", "aarch64", "rhel-9", "mco", "patch", "BootImageOutdated", "4.16", "4.22",
+    assert row[1:] == ["MS", "AWS", "aarch64", "rhel-9", "mco", "mco-patch", "BootImageOutdated", "4.16", "4.22",
                        "416.94.202405291527-0", golden_stream()["architectures"]["aarch64"]["artifacts"]["aws"]["release"],
                        current_ami, expected_target(name)]
     assert rows[f"{INFRA}-worker-custom-us-east-1b"][6:8] == ["skip", "UnknownBootImage"]
@@ -151,7 +152,9 @@ def test_table_of_the_example(run: Run) -> None:
     flat = " ".join(details.split())
     assert f"openshift-machine-api/{INFRA}-worker-custom-us-east-1b: skip UnknownBootImage (manager mco: " in flat
     assert "ami-0a1b2c3d4e5f67890" in details
-    assert "Plan: 4 to patch, 0 up to date, 3 skipped, 0 errors; managed by mco 5, bootimage-controller 2" in lines
+    summary = " ".join(result.out.split("\nPlan: ")[1].split("\nSkew:")[0].split())
+    assert summary == ("this controller patches 1 now, the MCO 3; 0 up to date, 3 skipped, 0 errors; "
+                       "managed by mco 5, bootimage-controller 2")
     assert any(line.startswith("Skew: mode Automatic") for line in lines)
 
 
@@ -244,3 +247,42 @@ def test_bootimages_older_than_the_cluster_warn_and_fail_only_when_asked(run: Ru
     assert run("plan", EXAMPLE, "--bootimages", str(older), "--fail-on-downgrade").code == 4
     same = run("plan", EXAMPLE, "--fail-on-downgrade")
     assert same.code == 0 and "older than" not in same.err
+
+
+def test_the_table_json_and_summary_agree_on_who_writes_what(run: Run) -> None:
+    """The example (4.22, MCO running): this controller patches the rhel-10 MachineSet, the MCO the
+    three plain rhel-9 ones; every report says the same (issue 32)."""
+    plan = run("plan", EXAMPLE, "-o", "json").json()
+    writers = {m["name"].removeprefix(f"{INFRA}-"): m["nextWrite"] for m in plan["machineSets"]}
+    assert {n for n, w in writers.items() if w["writer"] == "bootimage-controller"} == {"worker-rhel10-us-east-1a"}
+    assert {n for n, w in writers.items() if w["writer"] == "mco"} == {
+        "worker-us-east-1a", "worker-us-east-1b", "worker-arm64-us-east-1c"}
+    assert all(w["when"] == "now" for w in writers.values() if w["writer"] != "nobody")
+    assert all(m["alsoWrittenBy"] == [] for m in plan["machineSets"])
+    out = run("plan", EXAMPLE).out
+    table = {line.split()[0]: line.split() for line in out.split("\n\n")[0].splitlines()[1:]}
+    assert [n for n, r in table.items() if r[6] == "patch"] == [f"{INFRA}-worker-rhel10-us-east-1a"]
+    assert sorted(n for n, r in table.items() if r[6] == "mco-patch") == sorted(
+        f"{INFRA}-{n}" for n in ("worker-us-east-1a", "worker-us-east-1b", "worker-arm64-us-east-1c"))
+    assert "Plan: this controller patches 1 now, the MCO 3;" in out
+    # Every MachineSet that will change is listed, ours first.
+    upcoming = out.split("Next writes (this controller's first):\n")[1].split("\n\n")[0]
+    named = [line.split(":")[0].strip() for line in upcoming.splitlines() if not line.startswith("    ")]
+    assert named[0] == f"openshift-machine-api/{INFRA}-worker-rhel10-us-east-1a"
+    assert len(named) == 4
+
+
+def test_with_an_upgrade_in_progress_nothing_is_patched_until_it_completes(run: Run, example_copy: Path) -> None:
+    """ClusterVersion Partial: the daemon writes nothing (SPEC section 3), and `plan` says so."""
+    cv = next(example_copy.rglob("clusterversions/version.yaml"))
+    cv.write_text(cv.read_text().replace("state: Completed", "state: Partial", 1))
+    plan = run("plan", example_copy, "-o", "json").json()
+    assert plan["gate"]["open"] is False and plan["gate"]["reason"] == "ClusterNotStable"
+    assert "Partial" in plan["gate"]["message"]
+    assert {m["nextWrite"]["when"] for m in plan["machineSets"] if m["action"] == "patch"} == {"after-upgrade"}
+    out = run("plan", example_copy).out
+    flat = " ".join(out.split())
+    assert "Plan: nothing is patched until the upgrade completes (then this controller 1 and the MCO 3);" in flat
+    assert "Gate: closed (ClusterNotStable): ClusterVersion status.history[0] is Partial" in flat
+    table = out.split("\n\n")[0]
+    assert " patch " not in table and "after-upgrade" in table

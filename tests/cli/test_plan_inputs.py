@@ -140,5 +140,6 @@ def test_platform_inferred_without_infrastructure(run: Run, tmp_path: Path) -> N
     path = write_yaml(tmp_path / "ms.yaml", machineset())
     result = run("plan", path, CONFIGMAP_422)
     assert result.code == 0
-    assert "patch" in result.out.splitlines()[1]
+    # No ClusterVersion: the upgrade state is unknown, so nothing would be written before it is known.
+    assert "after-upgrade  BootImageOutdated" in result.out.splitlines()[1]
     assert "taken from the MachineSets' providerSpec kind" in " ".join(result.out.split())

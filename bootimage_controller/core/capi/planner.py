@@ -88,7 +88,8 @@ class _CapiPlanning:
     def decision(self, action: Action, reason: Reason | str, message: str, **extra: Any) -> BootImageDecision:
         return BootImageDecision(self.c.kind, self.c.namespace, self.c.name, action, str(reason), message,
                                  platform=extra.pop("platform", self.facts.platform), manager=self.verdict.manager,
-                                 manager_why=self.verdict.why, taken_from_mco=self.verdict.taken_from_mco, **extra)
+                                 manager_why=self.verdict.why, taken_from_mco=self.verdict.taken_from_mco,
+                                 also_written_by=self.verdict.also_written_by, **extra)
 
     def skip(self, reason: Reason, message: str) -> BootImageDecision:
         return self.decision(Action.SKIP, reason, f"{self.c.display}: {message}")
@@ -171,7 +172,8 @@ class _CapiPlanning:
         target = {"template": old_ref, "image": d.target}
         base = replace(d, kind=c.kind, namespace=c.namespace, name=c.name, message=message, field=field,
                        current=current, target=target, changes=(), template=None, manager=self.verdict.manager,
-                       manager_why=self.verdict.why, taken_from_mco=self.verdict.taken_from_mco)
+                       manager_why=self.verdict.why, taken_from_mco=self.verdict.taken_from_mco,
+                       also_written_by=self.verdict.also_written_by)
         if d.action is not Action.PATCH:
             return base
         if d.platform == Platform.VSPHERE:

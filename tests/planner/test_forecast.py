@@ -1,0 +1,159 @@
+"""Who writes each boot image next, and when (core.forecast), and the writer conflicts it names
+(core.conflicts): the one model `plan`, Events and `fleet` read (issue 32)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from harness.mco import FIXTURE_BY_PLATFORM
+from harness.objects import cluster_version, machineset_from_fixture
+
+from bootimage_controller.constants import (
+    ANNOTATION_ARGOCD_TRACKING_ID,
+    ANNOTATION_LAST_APPLIED,
+    FLUX_LABELS,
+    LABEL_BOOT_IMAGE_WRITER,
+    LABEL_HIVE_MACHINE_POOL,
+    LABEL_OSSTREAM,
+    MAX_EVENT_MESSAGE,
+    Manager,
+)
+from bootimage_controller.core.conflicts import exclude_from_mco, writer_conflict
+from bootimage_controller.core.enrollment import Enrollment
+from bootimage_controller.core.forecast import OPEN_GATE, Forecast, UpgradeGate, When, Writer
+
+from .test_manager import decide
+
+AWS = FIXTURE_BY_PLATFORM["AWS"]
+
+
+def _argo(ms: dict[str, Any]) -> dict[str, Any]:
+    ms["metadata"].setdefault("annotations", {})[ANNOTATION_ARGOCD_TRACKING_ID] = "infra:machine.openshift.io/MachineSet:x"
+    return ms
+
+
+def test_the_mco_writes_a_plain_machineset_and_this_controller_a_rhel10_one() -> None:
+    plain = decide(machineset_from_fixture(AWS), "AWS", "4.22.0")
+    rhel10 = machineset_from_fixture(AWS)
+    rhel10["metadata"].setdefault("labels", {})[LABEL_OSSTREAM] = "rhel-10"
+    rhel10["metadata"]["name"] += "-rhel10"
+    ours = decide(rhel10, "AWS", "4.22.0")
+    forecast = Forecast.build([plain, ours], OPEN_GATE)
+    assert (forecast.of(plain).writer, forecast.of(plain).when, forecast.of(plain).label) == (Writer.MCO, When.NOW, "mco-patch")
+    assert (forecast.of(ours).writer, forecast.of(ours).label) == (Writer.OURS, "patch")
+    assert forecast.summary() == "this controller patches 1 now, the MCO 1"
+    assert [w.writer for w in forecast.changing()] == [Writer.OURS, Writer.MCO]
+
+
+def test_a_closed_gate_delays_every_write_and_says_why() -> None:
+    cv = cluster_version((("4.22.0", "Partial"), ("4.16.0", "Completed")))
+    gate = UpgradeGate.from_cluster_version(cv)
+    assert not gate.open and gate.to_json()["reason"] == "ClusterNotStable" and "Partial" in gate.message
+    assert not UpgradeGate.from_cluster_version(None).open
+    assert UpgradeGate.from_cluster_version(cluster_version()).open
+    plain = decide(machineset_from_fixture(AWS), "AWS", "4.22.0")
+    forecast = Forecast.build([plain], gate)
+    assert (forecast.of(plain).when, forecast.of(plain).label) == (When.AFTER_UPGRADE, "mco-after-upgrade")
+    assert forecast.summary() == "nothing is patched until the upgrade completes (then this controller 0 and the MCO 1)"
+
+
+def test_an_argo_cd_machineset_the_mco_covers_is_written_by_the_mco_a_conflict() -> None:
+    ms = _argo(machineset_from_fixture(AWS))
+    d = decide(ms, "AWS", "4.22.0")
+    assert d.manager is Manager.GITOPS and d.also_written_by == (Manager.MCO,)
+    assert d.to_json()["alsoWrittenBy"] == ["mco"]
+    forecast = Forecast.build([d], OPEN_GATE, lambda *_: ms, None)
+    write = forecast.of(d)
+    assert (write.writer, write.label) == (Writer.MCO, "conflict")
+    assert forecast.summary() == "this controller patches 0 now, the MCO 1; 1 writer conflict"
+
+
+def test_without_the_mco_a_gitops_machineset_waits_for_git_and_no_conflict() -> None:
+    ms = _argo(machineset_from_fixture(AWS))
+    d = decide(ms, "AWS", None)
+    assert d.manager is Manager.GITOPS and d.also_written_by == ()
+    forecast = Forecast.build([d], OPEN_GATE, lambda *_: ms)
+    assert (forecast.of(d).writer, forecast.of(d).when, forecast.of(d).label) == (Writer.GITOPS, When.ON_CHANGE, "propose")
+    assert forecast.conflicts == ()
+    assert forecast.summary() == "this controller patches 0 now; GitOps must carry 1 (plan --write-patched DIR)"
+
+
+def test_a_hive_machineset_the_mco_covers_is_a_conflict_excluded_by_its_pool_label() -> None:
+    ms = machineset_from_fixture(AWS)
+    ms["metadata"].setdefault("labels", {})[LABEL_HIVE_MACHINE_POOL] = "worker"
+    d = decide(ms, "AWS", "4.22.0")
+    conflict = writer_conflict(d, ms, None)
+    assert conflict is not None and conflict.writers == (Manager.MCO, Manager.HIVE)
+    assert conflict.exclusion.key == LABEL_HIVE_MACHINE_POOL and conflict.exclusion.add_first is None
+    assert conflict.ignore_rule == ""
+
+
+def test_the_fix_keeps_every_other_manager_and_adds_one_requirement_to_a_partial_selector() -> None:
+    ms = _argo(machineset_from_fixture(AWS))
+    ms["metadata"].setdefault("labels", {})["team"] = "a"
+    managed = [
+        {"resource": "controlplanemachinesets", "apiGroup": "machine.openshift.io", "selection": {"mode": "All"}},
+        {"resource": "machinesets", "apiGroup": "machine.openshift.io",
+         "selection": {"mode": "Partial", "partial": {"machineResourceSelector": {"matchLabels": {"team": "a"}}}}},
+    ]
+    mc = {"spec": {"managedBootImages": {"machineManagers": managed}}}
+    d = decide(ms, "AWS", "4.22.0", managed=managed)
+    conflict = writer_conflict(d, ms, mc)
+    assert conflict is not None
+    patch = conflict.machine_configuration_patch
+    entries = patch["spec"]["managedBootImages"]["machineManagers"]
+    assert entries[0] == managed[0]
+    selector = entries[1]["selection"]["partial"]["machineResourceSelector"]
+    assert selector == {"matchLabels": {"team": "a"},
+                        "matchExpressions": [{"key": LABEL_BOOT_IMAGE_WRITER, "operator": "DoesNotExist"}]}
+    assert conflict.exclusion.add_first == f"label it {LABEL_BOOT_IMAGE_WRITER}=gitops in Git"
+    # The patched spec, as our enrollment reads it: the MachineSet once labelled is out, the rest stay in.
+    patched = Enrollment.from_machine_configuration(patch, "AWS")
+    labelled = {"team": "a", LABEL_BOOT_IMAGE_WRITER: "gitops"}
+    assert patched.mco_selects("MachineSet", {"team": "a"}, True)
+    assert not patched.mco_selects("MachineSet", labelled, True)
+    # Applying the fix twice adds nothing.
+    again = exclude_from_mco(patch, conflict.exclusion)
+    assert again == patch
+
+
+def test_the_fix_for_an_all_cluster_and_a_flux_machineset_uses_the_flux_label() -> None:
+    ms = machineset_from_fixture(AWS)
+    ms["metadata"].setdefault("labels", {})[FLUX_LABELS[0]] = "infra"
+    d = decide(ms, "AWS", "4.22.0")
+    conflict = writer_conflict(d, ms, None)
+    assert conflict is not None
+    selector = conflict.machine_configuration_patch["spec"]["managedBootImages"]["machineManagers"][0]
+    assert selector["selection"] == {"mode": "Partial", "partial": {"machineResourceSelector": {
+        "matchExpressions": [{"key": FLUX_LABELS[0], "operator": "DoesNotExist"}]}}}
+    assert "kustomize.toolkit.fluxcd.io/ssa=IfNotPresent" in conflict.ignore_rule
+
+
+def test_the_conflict_names_the_image_git_holds_and_fits_an_event() -> None:
+    ms = _argo(machineset_from_fixture(AWS))
+    applied = json.loads(json.dumps(ms))
+    applied["spec"]["template"]["spec"]["providerSpec"]["value"]["ami"] = {"id": "ami-0fromgit"}
+    ms["metadata"]["annotations"][ANNOTATION_LAST_APPLIED] = json.dumps(applied)
+    d = decide(ms, "AWS", "4.22.0")
+    conflict = writer_conflict(d, ms, None)
+    assert conflict is not None and conflict.git_image == {"id": "ami-0fromgit"}
+    message = conflict.message()
+    assert len(message) <= MAX_EVENT_MESSAGE
+    assert "the Machine Config Operator and GitOps both write" in message
+    assert "Git holds ami-0fromgit" in message
+    assert "oc patch machineconfiguration cluster --type=merge" in message
+    # Without the Git image the message has room for the Argo CD way out too (plan prints both always).
+    del ms["metadata"]["annotations"][ANNOTATION_LAST_APPLIED]
+    message = writer_conflict(d, ms, None).message()  # type: ignore[union-attr]
+    assert len(message) <= MAX_EVENT_MESSAGE
+    assert "ignoreDifferences" in message and "/spec/template/spec/providerSpec/value/ami" in message
+
+
+def test_no_conflict_for_the_mcos_own_or_a_skipped_machineset() -> None:
+    ms = machineset_from_fixture(AWS)
+    assert writer_conflict(decide(ms, "AWS", "4.22.0"), ms, None) is None
+    custom = _argo(machineset_from_fixture(AWS))
+    custom["spec"]["template"]["spec"]["providerSpec"]["value"]["ami"] = {"id": "ami-0a1b2c3d4e5f67890"}
+    d = decide(custom, "AWS", "4.22.0")
+    assert d.action == "skip" and writer_conflict(d, custom, None) is None
