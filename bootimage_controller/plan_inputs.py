@@ -165,8 +165,12 @@ class SourcedObject:
 
 
 def load_paths(paths: Sequence[str | os.PathLike[str]]) -> list[SourcedObject]:
-    """Every Kubernetes object in `paths` (files, or folders searched recursively), in order."""
+    """Every Kubernetes object in `paths` (files, or folders searched recursively), in order.
+
+    `plan` plans one cluster: paths that hold two must-gather trees are refused, naming both
+    (`fleet` reads many clusters)."""
     out: list[SourcedObject] = []
+    refuse_two_must_gathers(paths)
     for raw in paths:
         if str(raw) == STDIN:
             out.extend(expand_lists(parse_documents(_read_stdin(), "<stdin>")))
@@ -182,6 +186,26 @@ def load_paths(paths: Sequence[str | os.PathLike[str]]) -> list[SourcedObject]:
 
 
 STDIN = "-"  # `plan -`: `oc get machinesets -o yaml | bootimage-controller plan -` (with --bootimages)
+
+
+# A must-gather tree (`oc adm must-gather`, `oc adm inspect`) has this folder at its root.
+MUST_GATHER_MARKER = "cluster-scoped-resources"
+
+
+def must_gather_roots(path: Path) -> list[Path]:
+    """The must-gather trees in a folder (the folder itself, or folders below it), sorted."""
+    roots = [Path(d) for d, dirs, _ in os.walk(path) if MUST_GATHER_MARKER in dirs]
+    return sorted(roots)
+
+
+def refuse_two_must_gathers(paths: Sequence[str | os.PathLike[str]]) -> None:
+    roots = [root for raw in paths if str(raw) != STDIN and Path(raw).is_dir() for root in must_gather_roots(Path(raw))]
+    distinct = sorted({r.resolve(): r for r in roots}.values())
+    if len(distinct) > 1:
+        more = f" (and {len(distinct) - 2} more)" if len(distinct) > 2 else ""
+        raise InputError(f"{distinct[0]} and {distinct[1]}{more}", None,
+                         "two must-gather trees, so two clusters: plan reads one cluster at a time "
+                         "(give one tree, or use `bootimage-controller fleet` for many)")
 
 
 def _read_stdin() -> str:
@@ -365,9 +389,11 @@ class PlanInputs:
 def classify(objects: Iterable[SourcedObject]) -> PlanInputs:
     unique: dict[tuple[str, str, str, str], SourcedObject] = {}
     for obj in objects:
-        if obj.identity in unique and unique[obj.identity].obj != obj.obj:
+        earlier = unique.get(obj.identity)
+        if earlier is not None and earlier.obj != obj.obj:
+            refuse_two_clusters(earlier, obj)
             log.info("object given twice; the later one wins", object=obj.display, used=obj.source,
-                     ignored=unique[obj.identity].source)
+                     ignored=earlier.source)
         unique[obj.identity] = obj
     machines: list[SourcedObject] = []
     nodes: list[SourcedObject] = []
@@ -392,7 +418,12 @@ def classify(objects: Iterable[SourcedObject]) -> PlanInputs:
             singles[role] = obj
         else:
             ignored += 1
-            log.debug("ignoring an object plan does not use", object=obj.display, source=obj.source)
+            near = near_miss_kind(obj.kind)
+            if near is not None:
+                log.warning(f"{_line_of(obj)}: kind {obj.kind!r} is not a kind plan reads; did you mean {near}? "
+                            "The object is ignored")
+            else:
+                log.debug("ignoring an object plan does not use", object=obj.display, source=obj.source)
     return PlanInputs(
         machines=tuple(sorted(machines, key=lambda o: (o.namespace, o.name, o.kind))),
         bootimages=singles.get("bootimages"),
@@ -408,6 +439,74 @@ def classify(objects: Iterable[SourcedObject]) -> PlanInputs:
         capi=tuple(sorted(capi, key=lambda o: (o.kind, o.namespace, o.name))),
         templates=templates,
     )
+
+
+# What tells one cluster from another: Infrastructure's infrastructure name, ClusterVersion's cluster id.
+_CLUSTER_IDENTITY = {
+    (CONFIG_GROUP, "Infrastructure", INFRASTRUCTURE_NAME): ("status", "infrastructureName"),
+    (CONFIG_GROUP, "ClusterVersion", CLUSTERVERSION_NAME): ("spec", "clusterID"),
+}
+
+
+def refuse_two_clusters(earlier: SourcedObject, later: SourcedObject) -> None:
+    """Two Infrastructure `cluster` or ClusterVersion `version` objects of different clusters (not
+    an edited copy of one: that is `plan tree/ my-edit.yaml`, and the later one wins)."""
+    path = _CLUSTER_IDENTITY.get((later.api_group, later.kind, later.name))
+    if path is None:
+        return
+    ids = [get_path(o.obj, path) or get_path(o.obj, ("metadata", "uid")) for o in (earlier, later)]
+    if all(isinstance(i, str) and i for i in ids) and ids[0] != ids[1]:
+        raise InputError(f"{earlier.source} and {later.source}", None,
+                         f"two {later.kind} objects of two clusters ({ids[0]} and {ids[1]}): plan reads one cluster "
+                         "at a time (use `bootimage-controller fleet` for many)")
+
+
+# Kinds plan reads: one an edit or two away is most likely a typo, and worth a warning.
+_KNOWN_KINDS = (
+    MACHINESET_KIND, CPMS_KIND, "ConfigMap", MACHINECONFIGURATION_KIND, "Infrastructure", "ClusterVersion",
+    "ClusterOperator", "FeatureGate", "Node", "Secret", "MachineDeployment", *INFRA_TEMPLATES,
+)
+
+
+def near_miss_kind(kind: str) -> str | None:
+    """The known kind `kind` is one or two edits from (case ignored), or None. Short kinds allow one
+    edit only: `Role` and `Pod` are real kinds two edits from `Node`."""
+    if not kind or kind in _KNOWN_KINDS or kind.endswith("List"):
+        return None
+    for known in _KNOWN_KINDS:
+        limit = 2 if len(known) >= 8 else 1
+        if _edit_distance(kind.lower(), known.lower(), limit) <= limit:
+            return known
+    return None
+
+
+def _edit_distance(a: str, b: str, limit: int) -> int:
+    """Levenshtein distance, or `limit + 1` as soon as it is known to exceed `limit`."""
+    if abs(len(a) - len(b)) > limit:
+        return limit + 1
+    previous = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        current = [i]
+        for j, cb in enumerate(b, 1):
+            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (ca != cb)))
+        if min(current) > limit:
+            return limit + 1
+        previous = current
+    return previous[-1]
+
+
+def _line_of(obj: SourcedObject) -> str:
+    """`file:line` of the object's `kind:` where the file can be read, else its source."""
+    path = obj.source.split(" (document ")[0].split(" items[")[0]
+    try:
+        lines = Path(path).read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return obj.source
+    for number, line in enumerate(lines, 1):
+        key, _, value = line.strip().strip(",").partition(":")
+        if key.strip().strip('"') == "kind" and value.strip().strip('"') == obj.kind:
+            return f"{path}:{number}"
+    return obj.source
 
 
 def _role(obj: SourcedObject) -> str | None:

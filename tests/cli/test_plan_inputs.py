@@ -143,3 +143,47 @@ def test_platform_inferred_without_infrastructure(run: Run, tmp_path: Path) -> N
     # No ClusterVersion: the upgrade state is unknown, so nothing would be written before it is known.
     assert "after-upgrade  BootImageOutdated" in result.out.splitlines()[1]
     assert "taken from the MachineSets' providerSpec kind" in " ".join(result.out.split())
+
+
+def test_a_folder_holding_two_must_gathers_is_refused_naming_both(run: Run, tmp_path: Path) -> None:
+    """Two clusters planned as one would mix their MachineSets and keep one Infrastructure (issue 32)."""
+    folder = tmp_path / "must-gathers"
+    shutil.copytree(EXAMPLE, folder / "east")
+    shutil.copytree(EXAMPLE, folder / "west")
+    result = run("plan", folder)
+    assert result.code == 1 and result.out == ""
+    assert f"{folder / 'east'} and {folder / 'west'}" in result.err
+    assert "two must-gather trees" in result.err and "Traceback" not in result.err
+    # The same as two paths on the command line; one tree is planned as before.
+    assert run("plan", folder / "east", folder / "west").code == 1
+    assert run("plan", folder / "east").code == 0
+
+
+def test_two_clusters_infrastructure_objects_are_refused_an_edited_copy_is_not(run: Run, tmp_path: Path) -> None:
+    mine = infrastructure()
+    mine["status"]["infrastructureName"] = "mycluster-7xk2p"
+    first = write_yaml(tmp_path / "a" / "infra.yaml", mine)
+    other = infrastructure()
+    other["status"]["infrastructureName"] = "othercluster-9zz9z"
+    second = write_yaml(tmp_path / "b" / "infra.yaml", other)
+    result = run("plan", first, second, CONFIGMAP_422, write_yaml(tmp_path / "ms.yaml", machineset()))
+    assert result.code == 1
+    assert str(first) in result.err and str(second) in result.err and "two clusters" in result.err
+    edited = json.loads(json.dumps(mine))
+    edited["status"]["platformStatus"]["aws"] = {"region": "us-east-1"}
+    same = write_yaml(tmp_path / "c" / "infra.yaml", edited)
+    assert run("plan", first, same, CONFIGMAP_422, tmp_path / "ms.yaml").code == 0
+
+
+def test_a_kind_one_typo_away_is_a_warning_naming_file_and_line(run: Run, tmp_path: Path) -> None:
+    typo = machineset()
+    typo["kind"] = "MachineSett"
+    path = write_yaml(tmp_path / "typo.yaml", typo)
+    result = run("plan", path, CONFIGMAP_422, write_yaml(tmp_path / "ms.yaml", machineset()))
+    assert result.code == 0
+    line = next(n for n, text in enumerate(path.read_text().splitlines(), 1) if text.startswith("kind:"))
+    assert f"{path}:{line}" in result.err and "'MachineSett'" in result.err and "MachineSet?" in result.err
+    # Real kinds near a known one are not typos: Role and Pod are two edits from Node.
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "r", "namespace": "x"}}
+    result = run("plan", write_yaml(tmp_path / "role.yaml", role), CONFIGMAP_422, tmp_path / "ms.yaml")
+    assert "did you mean" not in result.err
