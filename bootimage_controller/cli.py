@@ -169,6 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_aleph_report(sub)
     _add_release_claims(sub)
     _add_rollback(sub)
+    _add_hand_over(sub)
     _add_fleet(sub)
     return parser
 
@@ -331,6 +332,43 @@ def _add_rollback(sub: Any) -> None:
     _add_kubeconfig(p, "default: in-cluster, else $KUBECONFIG or ~/.kube/config")
     _add_logging(p)
     p.set_defaults(handler=_lazy("commands", "rollback"))
+
+
+def _add_hand_over(sub: Any) -> None:
+    p = sub.add_parser(
+        "hand-over", help="hand MachineSets to this controller: claim and annotation in one write",
+        description=(
+            "Hand MachineSets the Machine Config Operator would update to this controller: write this "
+            "controller's claim (owner reference) and the annotation machineconfiguration.openshift.io/"
+            "boot-image-manager: bootimage-controller in one JSON patch guarded by the object's resourceVersion, "
+            "so no controller that skips owned MachineSets (the MCO) can write it after the decision. When the "
+            "hand-over makes the MCO hold upgrades (its skew enforcement resets its record for MachineSets it "
+            "skips), the warning names the Manual skew setting that matches the real oldest boot image and "
+            "nothing is written unless --yes."
+        ),
+        epilog="exit status: 0 every MachineSet handed over, 1 a failure or the skew warning without --yes",
+    )
+    p.add_argument("names", nargs="+", metavar="NAME", help="the MachineSets")
+    p.add_argument("-n", "--namespace", default=MAPI_NAMESPACE, help=f"their namespace (default: {MAPI_NAMESPACE})")
+    p.add_argument("--yes", action="store_true", help="hand over even when the MCO will then hold upgrades")
+    _add_skew_limits(p)
+    _add_kubeconfig(p, "default: in-cluster, else $KUBECONFIG or ~/.kube/config")
+    _add_logging(p)
+    p.set_defaults(handler=_lazy("handover", "hand_over"))
+    back = sub.add_parser(
+        "hand-back", help="hand MachineSets back: claim and annotation removed in one write",
+        description=(
+            "Undo hand-over: remove this controller's claim and the boot-image-manager annotation in one JSON "
+            "patch guarded by the object's resourceVersion; the Machine Config Operator (where it covers the "
+            "MachineSet) updates its boot image from then on."
+        ),
+        epilog="exit status: 0 every MachineSet handed back, 1 a failure, said in one 'error:' line",
+    )
+    back.add_argument("names", nargs="+", metavar="NAME", help="the MachineSets")
+    back.add_argument("-n", "--namespace", default=MAPI_NAMESPACE, help=f"their namespace (default: {MAPI_NAMESPACE})")
+    _add_kubeconfig(back, "default: in-cluster, else $KUBECONFIG or ~/.kube/config")
+    _add_logging(back)
+    back.set_defaults(handler=_lazy("handover", "hand_back"))
 
 
 def _add_fleet(sub: Any) -> None:

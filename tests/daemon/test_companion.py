@@ -114,3 +114,25 @@ def test_no_warning_where_the_mco_would_not_hold() -> None:
     assert claim_hold_warning(ours, MCO_422, machine_configuration(), OcpVersion(4, 12, 0), AFTER, limits) is None
     # An unknown install version is 0.0.0 to the MCO: it holds.
     assert claim_hold_warning(taken, MCO_422, machine_configuration(), None, AFTER, limits) is not None
+
+
+def test_a_writer_conflict_is_an_event_once_per_target_and_the_proposal_names_the_mco() -> None:
+    from bootimage_controller.core.conflicts import writer_conflict
+    from bootimage_controller.reconcile.notices import conflict_event
+    from bootimage_controller.reconcile.state import MachineSetState
+
+    tracked = decision(also_written_by=(Manager.MCO,))
+    obj = {"metadata": {"name": "workers", "annotations": {"argocd.argoproj.io/tracking-id": "apps:x"}}}
+    state = MachineSetState(tracked, conflict=writer_conflict(tracked, obj, None))
+    first = conflict_event(None, state)
+    assert first is not None and first[:2] == ("Warning", "BootImageWriterConflict")
+    assert "the Machine Config Operator and GitOps both write" in first[2]
+    assert conflict_event(state, state) is None, "the same target again says nothing new"
+    # After the MCO's patch the decision is a no-op with the same target: still nothing new.
+    after = decision(also_written_by=(Manager.MCO,), action=Action.NOOP, reason="UpToDate", current=NEW)
+    assert conflict_event(state, MachineSetState(after, conflict=writer_conflict(after, obj, None))) is None
+    moved = decision(also_written_by=(Manager.MCO,), target={"id": "ami-newer"},
+                     changes=(FieldChange((*PSP, "ami"), OLD, {"id": "ami-newer"}),))
+    assert conflict_event(state, MachineSetState(moved, conflict=writer_conflict(moved, obj, None))) is not None
+    assert "the Machine Config Operator writes this MachineSet too" in proposal_message(tracked)
+    assert "Machine Config Operator" not in proposal_message(decision())
