@@ -116,6 +116,7 @@ async def test_plan_says_what_run_once_writes_before_and_after_the_upgrade_compl
     assert said["rhel10"] == ("bootimage-controller", "after-upgrade")
     assert said["plain"] == ("mco", "after-upgrade") and said["handme"] == ("mco", "after-upgrade")
     code, table, _ = await cli(kube_cluster, "plan", "--from-cluster")
+    assert code == 0
     assert "nothing is patched until the upgrade completes" in " ".join(table.split())
     before = await versions(kube_api)
     await once(kube_cluster)
@@ -139,6 +140,7 @@ async def test_a_writer_conflict_is_said_once_with_the_fix_and_the_fix_ends_it(
     argo = next(m for m in doc["machineSets"] if m["name"] == "argo")
     assert (argo["manager"], argo["alsoWrittenBy"], argo["nextWrite"]["writer"]) == ("gitops", ["mco"], "mco")
     code, table, _ = await cli(kube_cluster, "plan", "--from-cluster")
+    assert code == 0
     assert "1 writer conflict" in " ".join(table.split())
     await once(kube_cluster)
     found = await events(kube_api, "argo", "BootImageWriterConflict")
