@@ -570,19 +570,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
     skew = plan_inputs.evaluate_plan_skew(prepared, decisions, limits)
     context = [*prepared.context.explanation, cloud_note, f"skew mode {skew.verdict.mode}: {skew.explanation}"]
     context += [f"stream mismatch (not enforced): {m.message}" for m in skew.verdict.mismatches if skew.verdict.upgradeable]
-    from .core.forecast import UpgradeGate
-
-    objects_by_key = prepared.objects_by_key()
-    mc = prepared.inputs.machine_configuration
-    cv = prepared.inputs.cluster_version
-    report = plan_output.PlanReport.build(
-        decisions, skew.verdict.to_json(), context,
-        gate=UpgradeGate.from_cluster_version(cv.obj if cv is not None else None),
-        lookup=lambda kind, namespace, name: objects_by_key.get((kind, namespace, name)),
-        machine_configuration=mc.obj if mc is not None else None, gitops_labels=tuple(args.gitops_label),
-    )
+    report = plan_output.PlanReport.build(decisions, skew.verdict.to_json(), context, prepared.forecast(decisions))
     if args.write_patched:
-        written = plan_output.write_patched(report.decisions, objects_by_key, Path(args.write_patched))
+        written = plan_output.write_patched(report.decisions, prepared.objects_by_key(), Path(args.write_patched))
         print(f"wrote {len(written)} patched manifest(s) to {args.write_patched}", file=sys.stderr)
     code = EXIT_SKEW if args.fail_on_skew and report.upgrades_held else EXIT_OK
     downgrade, unknown = _downgrade(args, prepared)

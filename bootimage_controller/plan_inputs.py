@@ -53,6 +53,7 @@ from .constants import (
 from .core.cloud.facts import CloudFacts
 from .core.cluster import ClusterObjects
 from .core.context import PlanningContext, planning_context
+from .core.forecast import Forecast, UpgradeGate
 from .core.golden import GoldenBootImages
 from .core.model import BootImageDecision, get_path
 from .core.planner import plan_all
@@ -605,6 +606,16 @@ class PreparedPlan:
         out = {(m.kind, m.namespace, m.name): m.obj for m in self.inputs.machines}
         out.update({(f"{c.kind}.{CAPI_GROUP}", c.namespace, c.name): c.obj for c in self.inputs.capi})
         return out
+
+    def forecast(self, decisions: Iterable[BootImageDecision]) -> Forecast:
+        """What happens next on this input (core.forecast): the upgrade gate from its ClusterVersion
+        (absent: unknown, so closed, as the daemon judges it), the writers, the writer conflicts.
+        `plan` and `fleet` report from this one model."""
+        objects = self.objects_by_key()
+        cv, mc = self.inputs.cluster_version, self.inputs.machine_configuration
+        return Forecast.build(decisions, UpgradeGate.from_cluster_version(cv.obj if cv else None),
+                              lambda kind, namespace, name: objects.get((kind, namespace, name)),
+                              mc.obj if mc is not None else None, self.context.facts.managers.gitops_labels)
 
     def with_cloud(self, cloud: CloudFacts, platforms: frozenset[str]) -> PreparedPlan:
         facts = replace(self.context.facts, cloud=cloud, cloud_platforms=platforms)

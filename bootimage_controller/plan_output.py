@@ -33,7 +33,7 @@ from .constants import (
     Manager,
 )
 from .core.claims import change_ops
-from .core.forecast import OPEN_GATE, Forecast, ObjectLookup, UpgradeGate
+from .core.forecast import OPEN_GATE, Forecast
 from .core.index import PublishedImageIndex
 from .core.model import BootImageDecision
 from .core.patching import apply_changes
@@ -62,12 +62,11 @@ class PlanReport:
     @classmethod
     def build(
         cls, decisions: Iterable[BootImageDecision], skew: Mapping[str, Any] | None, context: Iterable[str] = (),
-        gate: UpgradeGate = OPEN_GATE, lookup: ObjectLookup | None = None,
-        machine_configuration: Mapping[str, Any] | None = None, gitops_labels: Sequence[str] = (),
+        forecast: Forecast | None = None,
     ) -> PlanReport:
+        """`forecast`: what happens next (`PreparedPlan.forecast`); none: every write now, no conflicts."""
         ordered = sort_decisions(decisions)
-        forecast = Forecast.build(ordered, gate, lookup, machine_configuration, gitops_labels)
-        return cls(ordered, skew, tuple(context), forecast)
+        return cls(ordered, skew, tuple(context), forecast or Forecast.build(ordered, OPEN_GATE))
 
     @property
     def upgrades_held(self) -> bool:

@@ -1,7 +1,7 @@
 """Writer conflicts: one MachineSet, two writers of its boot image (SPEC section 3). Pure.
 
-The real Machine Config Operator reads no Argo CD, Flux or Hive mark (measured beside it,
-../shared/tools/mco): a GitOps- or Hive-managed MachineSet it covers is patched by it all the same,
+The real Machine Config Operator reads no Argo CD, Flux or Hive mark (measured beside its boot image
+controller at 7ff337a): a GitOps- or Hive-managed MachineSet it covers is patched by it all the same,
 and Git (or the hub's MachinePool) puts the old image back, until the MCO's hot-loop guard gives up.
 `writer_conflict` says so once per target, with both writers, the image Git holds where the object
 shows it (`kubectl.kubernetes.io/last-applied-configuration`), and the two ways out:
@@ -40,6 +40,9 @@ from .claims import pointer
 from .model import BootImageDecision, FieldChange, get_path, is_mapping
 
 MCO_NAME = "the Machine Config Operator"
+MANUAL_SKEW_EXAMPLE = ("oc patch machineconfiguration cluster --type=merge -p "
+                       "'{\"spec\":{\"bootImageSkewEnforcement\":{\"mode\":\"Manual\",\"manual\":"
+                       "{\"mode\":\"OCPVersion\",\"ocpVersion\":\"4.16.0\"}}}}'")
 _WRITER_WORDS = {Manager.GITOPS: "GitOps", Manager.HIVE: "Hive", Manager.MCO: MCO_NAME, Manager.OURS: "this controller"}
 
 
@@ -69,6 +72,9 @@ class WriterConflict:
     exclusion: LabelExclusion
     machine_configuration_patch: Mapping[str, Any]  # merge patch of MachineConfiguration cluster
     ignore_rule: str  # the GitOps tool's way to leave the field to the MCO ("" for Hive)
+    # The MCO enforces skew in Automatic mode: OpenShift then refuses a Partial MachineSet selection
+    # (openshift/api's CEL rule on MachineConfiguration), so skew enforcement moves to Manual first.
+    automatic_skew: bool = False
 
     @property
     def key(self) -> str:
@@ -98,7 +104,12 @@ class WriterConflict:
 
     def fixes(self, *, why: bool = True) -> list[str]:
         """The ways out, each a sentence with its exact command or snippet."""
-        first = f"{self.exclusion.add_first}, then " if self.exclusion.add_first else ""
+        steps = [self.exclusion.add_first] if self.exclusion.add_first else []
+        if self.automatic_skew:
+            steps.append("move skew enforcement to Manual first, as OpenShift refuses a Partial selection while it "
+                         f"is Automatic ({MANUAL_SKEW_EXAMPLE}, with your oldest boot image's version: plan's Skew "
+                         "line names it)")
+        first = "".join(f"{s}, then " for s in steps)
         note = ("; this controller reads the same selector, so Git alone carries its boot image from then on"
                 if why else "")
         out = [f"leave it out of the MCO ({first}{self.patch_command()}{note})"]
@@ -144,6 +155,7 @@ def writer_conflict(
         current=decision.current,
         exclusion=exclusion,
         machine_configuration_patch=exclude_from_mco(machine_configuration, exclusion),
+        automatic_skew=get_path(machine_configuration, ("status", "bootImageSkewEnforcementStatus", "mode")) == "Automatic",
         ignore_rule=_ignore_rule(decision, obj) if decision.manager is Manager.GITOPS else "",
     )
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from ..constants import Action
 from ..errors import VersionError
+from .forecast import Forecast
 from .index import PublishedImageIndex
 from .model import BootImageDecision
 from .skew.verdict import SkewVerdict
@@ -52,6 +53,9 @@ class PoolRow:
     release: str | None = None
     valid_platform_image: bool | None = None
     missing_platform_image: str | None = None
+    # Who writes it next and when (core.forecast, as plan says it); None for NodePools.
+    next_write: Mapping[str, str] | None = None
+    also_written_by: tuple[str, ...] = ()
 
     def to_json(self, node_pool: bool = False) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -69,6 +73,9 @@ class PoolRow:
             "current": self.current,
             "target": self.target,
         }
+        if not node_pool:
+            out["nextWrite"] = dict(self.next_write) if self.next_write is not None else None
+            out["alsoWrittenBy"] = list(self.also_written_by)
         if node_pool:
             out["release"] = self.release
             out["validPlatformImage"] = self.valid_platform_image
@@ -87,6 +94,7 @@ class ClusterRow:
     install_release: str | None = None
     error: str | None = None
     skew: Mapping[str, Any] | None = None
+    gate: Mapping[str, Any] | None = None  # plan's `gate`: may boot images be written now?
     held_by: tuple[str, ...] = ()
     pools: tuple[PoolRow, ...] = ()
     node_pools: tuple[PoolRow, ...] | None = None  # HostedCluster rows only
@@ -132,6 +140,7 @@ class ClusterRow:
             "error": self.error,
             "status": self.status,
             "skew": dict(self.skew) if self.skew is not None else None,
+            "gate": dict(self.gate) if self.gate is not None else None,
             "heldBy": list(self.held_by),
             "pools": [p.to_json() for p in self.pools],
         }
@@ -182,7 +191,7 @@ def releases_behind(current: str | None, target: str | None) -> int | None:
     return max(0, b.minor - a.minor) if a.major == b.major else None
 
 
-def pool_row(d: BootImageDecision, index: PublishedImageIndex, now: datetime) -> PoolRow:
+def pool_row(d: BootImageDecision, index: PublishedImageIndex, now: datetime, forecast: Forecast | None = None) -> PoolRow:
     shown = d.to_json()  # `current`/`target` exactly as plan prints them
     return PoolRow(
         namespace=d.namespace,
@@ -201,6 +210,8 @@ def pool_row(d: BootImageDecision, index: PublishedImageIndex, now: datetime) ->
         target_openshift=index.openshift_release(d.target_release) if d.target_release else None,
         current=shown["current"],
         target=shown["target"],
+        next_write=forecast.of(d).to_json() if forecast is not None else None,
+        also_written_by=tuple(shown["alsoWrittenBy"]),
     )
 
 
@@ -231,7 +242,9 @@ def cluster_row(
     verdict: SkewVerdict,
     index: PublishedImageIndex,
     now: datetime,
+    forecast: Forecast | None = None,
 ) -> ClusterRow:
+    """`forecast`: plan's model of the next writes on the same input (its gate and writers)."""
     return ClusterRow(
         name=name,
         source=source,
@@ -239,8 +252,9 @@ def cluster_row(
         release=facts.release,
         install_release=facts.install_release,
         skew=verdict.to_json(),
+        gate=forecast.gate.to_json() if forecast is not None else None,
         held_by=held_by(verdict, decisions),
-        pools=tuple(pool_row(d, index, now) for d in decisions),
+        pools=tuple(pool_row(d, index, now, forecast) for d in decisions),
     )
 
 

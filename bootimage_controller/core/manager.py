@@ -12,7 +12,7 @@ the table below); `decide_manager` applies the SPEC's precedence to one object:
 5. else ours.
 
 A `hive` or `gitops` MachineSet that the MCO covers too is written by the MCO all the same: the real
-MCO reads no Hive, Argo CD or Flux mark (measured beside it, ../shared/tools/mco). Its verdict says
+MCO reads no Hive, Argo CD or Flux mark (measured beside the MCO at 7ff337a). Its verdict says
 so in `also_written_by` (SPEC section 3, writer conflicts).
 
 The planning rules decide the same for every manager, so `plan` shows what each MachineSet needs;
@@ -24,8 +24,8 @@ Choices where the sources are silent, written down here and in docs/install.md:
 - Without a FeatureGate status for the MCO's version, each release's default gates apply
   (`default_gates` below).
 - The `boot-image-manager` annotation names only `bootimage-controller`; any other value is ignored
-  and said so. To hand a claimed MachineSet back, opt it out (its claim is released), then remove the
-  annotation that opted it out.
+  and said so. `bootimage-controller hand-over` writes it with our claim in one patch, `hand-back`
+  removes both (handover.py).
 """
 
 from __future__ import annotations

@@ -286,3 +286,18 @@ def test_with_an_upgrade_in_progress_nothing_is_patched_until_it_completes(run: 
     assert "Gate: closed (ClusterNotStable): ClusterVersion status.history[0] is Partial" in flat
     table = out.split("\n\n")[0]
     assert " patch " not in table and "after-upgrade" in table
+
+
+def test_fleet_reads_the_same_next_writes_as_plan(run: Run, example_copy: Path) -> None:
+    """`fleet` reports from plan's model of the next writes, not a recount (issue 32)."""
+    cv = next(example_copy.rglob("clusterversions/version.yaml"))
+    for state in ("Completed", "Partial"):
+        cv.write_text(cv.read_text().replace("state: Completed", f"state: {state}", 1))
+        plan = run("plan", example_copy, "-o", "json").json()
+        fleet = run("fleet", example_copy, "-o", "json").json()
+        (row,) = fleet["clusters"]
+        assert row["gate"] == plan["gate"]
+        pools = {p["name"]: p for p in row["pools"]}
+        for m in plan["machineSets"]:
+            assert (pools[m["name"]]["nextWrite"], pools[m["name"]]["alsoWrittenBy"]) == (m["nextWrite"], m["alsoWrittenBy"])
+    assert plan["gate"]["open"] is False

@@ -3,7 +3,9 @@
 It follows the reference's rules (mco-boot-image-controller.md sections 5 and 11.3), nothing more:
 every pass lists the Machine API MachineSets, skips (and counts) any with an owner reference, leaves
 alone (uncounted) any labelled with another stream than rhel-9 and Windows ones, and merge-patches
-`ami` of the others to the default stream's AMI for their region. Then it reports its pass on the
+`ami` of the others to the default stream's AMI for their region, where `managedBootImages` selects
+them (as the operator copies it to status: the spec's, else All). Like the real one (measured,
+../shared/tools/mco), it reads no Argo CD, Flux or Hive mark. Then it reports its pass on the
 MachineConfiguration (BootImageUpdateProgressing/Degraded) and keeps its skew record: a pass with
 skips resets `status.bootImageSkewEnforcementStatus.automatic` to the install version, a clean one
 moves it to the ConfigMap's release. It writes as `machine-config-controller` (its field manager),
@@ -27,7 +29,9 @@ from bootimage_controller.constants import LABEL_OSSTREAM, MAPI_NAMESPACE, MERGE
 MANAGER = "machine-config-controller"
 MS = f"/apis/machine.openshift.io/v1beta1/namespaces/{MAPI_NAMESPACE}/machinesets"
 CM = "/api/v1/namespaces/openshift-machine-config-operator/configmaps/coreos-bootimages"
-MC_STATUS = "/apis/operator.openshift.io/v1/machineconfigurations/cluster/status"
+MC = "/apis/operator.openshift.io/v1/machineconfigurations/cluster"
+MC_STATUS = f"{MC}/status"
+ALL_MACHINESETS = [{"resource": "machinesets", "apiGroup": "machine.openshift.io", "selection": {"mode": "All"}}]
 NOW = "2026-11-25T00:00:00Z"
 
 
@@ -37,14 +41,18 @@ class StandInMco:
         self.install_version = install_version
         self.writes: Counter[str] = Counter()  # MachineSet name -> boot image patches sent
         self.passes = 0
+        self.skew_setting: dict[str, Any] | None = None  # spec.bootImageSkewEnforcement, as last read
 
     async def sync(self) -> None:
         cm = await kube_request(self.api, "GET", CM)
         stream = json.loads(cm["data"]["stream"])
         items = (await kube_request(self.api, "GET", MS))["items"]
+        managers = await self._managers()
         skipped = 0
         for ms in items:
             meta = ms["metadata"]
+            if not selects(managers, meta.get("labels") or {}):
+                continue
             if meta.get("ownerReferences"):
                 skipped += 1
                 continue
@@ -57,10 +65,18 @@ class StandInMco:
                 body = {"spec": {"template": {"spec": {"providerSpec": {"value": {"ami": {"id": target}}}}}}}
                 await kube_request(self.api, "PATCH", f"{MS}/{meta['name']}", body, content_type=MERGE_PATCH)
                 self.writes[meta["name"]] += 1
-        await self._report(len(items), skipped, cm["data"].get("releaseVersion", ""))
+        await self._report(len(items), skipped, cm["data"].get("releaseVersion", ""), managers)
         self.passes += 1
 
-    async def _report(self, total: int, skipped: int, release: str) -> None:
+    async def _managers(self) -> list[dict[str, Any]]:
+        """The enrollment as the operator validates and copies it: the spec's, else All."""
+        mc = await kube_request(self.api, "GET", MC)
+        spec = mc.get("spec") or {}
+        self.skew_setting = spec.get("bootImageSkewEnforcement")
+        managers = (spec.get("managedBootImages") or {}).get("machineManagers")
+        return managers if isinstance(managers, list) else ALL_MACHINESETS
+
+    async def _report(self, total: int, skipped: int, release: str, managers: list[dict[str, Any]]) -> None:
         text = f"Reconciled {total - skipped} of {total} MAPI MachineSets" + (f" ({skipped} skipped)" if skipped else "")
         record = self.install_version if skipped else ".".join((release.split("-")[0].split(".") + ["0"] * 3)[:3])
         status = {
@@ -70,10 +86,13 @@ class StandInMco:
                 {"type": "BootImageUpdateDegraded", "status": "False", "reason": "MAPIMachineSetUpdated",
                  "message": "0 Degraded MAPI MachineSets", "lastTransitionTime": NOW},
             ],
-            "bootImageSkewEnforcementStatus": {"mode": "Automatic", "automatic": {"ocpVersion": record}},
+            # The operator's copy of the skew setting: Manual as the admin set it, else Automatic.
+            "bootImageSkewEnforcementStatus": (
+                {"mode": "Manual", "manual": self.skew_setting["manual"], "automatic": None}
+                if (self.skew_setting or {}).get("mode") == "Manual"
+                else {"mode": "Automatic", "automatic": {"ocpVersion": record}}),
             # The operator's validated copy of the enrollment; OpenShift refuses Automatic without one.
-            "managedBootImagesStatus": {"machineManagers": [
-                {"resource": "machinesets", "apiGroup": "machine.openshift.io", "selection": {"mode": "All"}}]},
+            "managedBootImagesStatus": {"machineManagers": managers},
         }
         await kube_request(self.api, "PATCH", MC_STATUS, {"status": status}, content_type=MERGE_PATCH)
 
@@ -81,6 +100,26 @@ class StandInMco:
         while True:
             await self.sync()
             await asyncio.sleep(period)
+
+
+def selects(managers: list[dict[str, Any]], labels: dict[str, str]) -> bool:
+    """The MCO's enrollment of one MachineSet: its `machinesets` entry, a Partial selector on the
+    MachineSet's own labels (matchLabels and In/NotIn/Exists/DoesNotExist)."""
+    entry = next((m for m in managers if m.get("resource") == "machinesets"
+                  and m.get("apiGroup") == "machine.openshift.io"), None)
+    mode = (entry or {}).get("selection", {}).get("mode")
+    if mode != "Partial":
+        return mode == "All"
+    selector = entry["selection"]["partial"]["machineResourceSelector"]  # type: ignore[index]
+    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
+        return False
+    for req in selector.get("matchExpressions") or []:
+        key, op, values = req["key"], req["operator"], req.get("values") or []
+        if (op == "Exists" and key not in labels) or (op == "DoesNotExist" and key in labels):
+            return False
+        if (op == "In" and labels.get(key) not in values) or (op == "NotIn" and labels.get(key) in values):
+            return False
+    return True
 
 
 @contextlib.asynccontextmanager

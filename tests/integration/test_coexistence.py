@@ -182,3 +182,66 @@ async def test_on_4_18_without_the_mcos_controller_the_daemon_manages_every_mach
         assert [r["name"] for r in fleet[name]["metadata"]["ownerReferences"]] == [CLAIM_HOLDER_NAME]
     # The MCO of 4.18 has no skew enforcement: no warning before these claims.
     assert await events(kube_api, "BootImageClaimWouldHoldUpgrades") == []
+
+
+async def test_an_argo_cd_machineset_is_written_by_the_mco_a_conflict_said_once_and_the_fix_ends_it(
+    kube_cluster: TestCluster, kube_api: k8s_client.ApiClient
+) -> None:
+    """The MCO reads no Argo CD mark (the real one, measured; the stand-in likewise): the daemon says
+    so once, with the MachineConfiguration patch that leaves the MachineSet out, and once applied
+    (the label in Git, the patch; the operator copies it to status) the MCO leaves it alone (issue 32)."""
+    from bootimage_controller.constants import ANNOTATION_ARGOCD_TRACKING_ID, LABEL_BOOT_IMAGE_WRITER
+
+    await arrange(kube_api, "4.22.0", ["BootImageSkewEnforcement", "ManagedBootImagesCPMS"])
+    tracked = machineset_from_fixture(FIXTURE, "argo-pool", annotations={
+        ANNOTATION_ARGOCD_TRACKING_ID: "workers:machine.openshift.io/MachineSet:openshift-machine-api/argo-pool"})
+    await apply(kube_api, tracked)
+    stale = ami(tracked)
+    async with running_mco(kube_cluster.kubeconfig, "4.12.0") as mco:
+        async def first_pass() -> bool:
+            return mco.passes >= 1
+
+        await wait_for(first_pass, 15, "the MCO's first pass (its status, as on a cluster)")
+        async with daemon_task(kube_cluster.kubeconfig):
+            async def conflict_said() -> bool:
+                return any(e["involvedObject"]["name"] == "argo-pool" for e in await events(kube_api, "BootImageWriterConflict"))
+
+            await wait_for(conflict_said, 30, "the writer conflict Event")
+            await wait_for(lambda: at_targets(kube_api, golden(False)), 30, "the MCO and the daemon to settle")
+            assert mco.writes["argo-pool"] >= 1, "the MCO writes the Argo CD MachineSet: no mark stops it"
+            said = [e for e in await events(kube_api, "BootImageWriterConflict") if e["involvedObject"]["name"] == "argo-pool"]
+            assert len(said) == 1 and said[0]["count"] == 1
+            message = said[0]["message"]
+            assert "the Machine Config Operator and GitOps both write" in message
+            # The fix as an admin applies it: the label (in Git; here on the object, with the old image
+            # Git holds), then the MachineConfiguration patch the Event names.
+            # Skew enforcement moves to Manual first (OpenShift refuses Partial while it is Automatic),
+            # as the Event says; the stand-in, playing the operator, copies it to status.
+            assert "move skew enforcement to Manual first" in message
+            await kube_request(kube_api, "PATCH", "/apis/operator.openshift.io/v1/machineconfigurations/cluster",
+                               {"spec": {"bootImageSkewEnforcement": {"mode": "Manual", "manual": {
+                                   "mode": "OCPVersion", "ocpVersion": "4.16.0"}}}},
+                               content_type="application/merge-patch+json")
+
+            async def manual() -> bool:
+                mc = await kube_request(kube_api, "GET", "/apis/operator.openshift.io/v1/machineconfigurations/cluster")
+                return bool(mc.get("status", {}).get("bootImageSkewEnforcementStatus", {}).get("mode") == "Manual")
+
+            await wait_for(manual, 10, "the operator (stand-in) to report Manual")
+            patch = next(json.loads(part.split("'")[0]) for part in message.split("--type=merge -p '")[1:]
+                         if "managedBootImages" in part.split("'")[0])
+            await kube_request(kube_api, "PATCH", "/apis/operator.openshift.io/v1/machineconfigurations/cluster", patch,
+                               content_type="application/merge-patch+json")
+            live = (await list_machinesets(kube_api))["argo-pool"]
+            live["metadata"].setdefault("labels", {})[LABEL_BOOT_IMAGE_WRITER] = "gitops"
+            live["spec"]["template"]["spec"]["providerSpec"]["value"]["ami"]["id"] = stale
+            await kube_request(kube_api, "PUT", f"/apis/machine.openshift.io/v1beta1/namespaces/{MAPI_NAMESPACE}/machinesets/argo-pool", live)
+            writes, passes = mco.writes["argo-pool"], mco.passes
+
+            async def three_passes() -> bool:
+                return mco.passes >= passes + 3
+
+            await wait_for(three_passes, 15, "three more MCO passes")
+            assert mco.writes["argo-pool"] == writes, "out of the MCO's enrollment: no more writes"
+            assert ami((await list_machinesets(kube_api))["argo-pool"]) == stale, "Git's image stays"
+            assert mco.writes["mco-pool"] >= 1, "every other MachineSet stays the MCO's"

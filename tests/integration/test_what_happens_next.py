@@ -153,7 +153,8 @@ async def test_a_writer_conflict_is_said_once_with_the_fix_and_the_fix_ends_it(
     assert obs.REGISTRY.get_sample_value(METRIC_WRITER_CONFLICTS, {"namespace": MAPI_NAMESPACE, "name": "argo"}) == 1
 
     # The fix: the label in Git (here: on the object), then the MachineConfiguration patch the Event named.
-    patch = json.loads(message.split("--type=merge -p '")[1].split("'")[0])
+    patch = next(json.loads(part.split("'")[0]) for part in message.split("--type=merge -p '")[1:]
+                 if "managedBootImages" in part.split("'")[0])
     live = await get_object(kube_api, machineset_from_fixture(AWS, "argo"))
     assert live is not None
     live["metadata"].setdefault("labels", {})[LABEL_BOOT_IMAGE_WRITER] = "gitops"
