@@ -7,6 +7,7 @@ from __future__ import annotations
 # kube_api       function, async: a kubernetes_asyncio ApiClient as admin, on a cluster reset first
 # fresh_cluster  function: factory for throwaway clusters with extra kube-apiserver args
 from collections.abc import AsyncIterator, Iterator, Sequence
+from pathlib import Path
 
 import pytest
 from harness.cluster import NAMESPACES, ClusterFactory, TestCluster, start_test_cluster
@@ -40,13 +41,14 @@ def fresh_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterF
 
     def start(
         *, extra_apiserver_args: Sequence[str] = (), with_controller_manager: bool = True,
-        namespaces: Sequence[str] = NAMESPACES,
+        namespaces: Sequence[str] = NAMESPACES, crd_dirs: Sequence[Path] = (),
     ) -> TestCluster:
         cluster = start_test_cluster(
             tmp_path_factory.mktemp("fresh-cluster"),
             extra_apiserver_args=extra_apiserver_args,
             with_controller_manager=with_controller_manager,
             namespaces=namespaces,
+            crd_dirs=crd_dirs,
         )
         started.append(cluster)
         return cluster

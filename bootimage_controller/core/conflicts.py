@@ -98,17 +98,18 @@ class WriterConflict:
     def summary(self) -> str:
         """One sentence: who writes, what the MCO will set, what Git holds."""
         other = _WRITER_WORDS.get(self.writers[-1], str(self.writers[-1]))
+        target = f"{self.target_release} ({_short(self.target)})" if self.target_release else _short(self.target)
         return (f"{self.writer_words} both write the boot image of MachineSet {self.key}: the MCO sets "
-                f"{self.target_release or _short(self.target)}, {other} puts its own back, until the MCO's "
-                f"hot-loop guard stops{self.git_words()}")
+                f"{target}, {other} puts its own back, until the MCO's hot-loop guard stops{self.git_words()}")
 
     def fixes(self, *, why: bool = True) -> list[str]:
         """The ways out, each a sentence with its exact command or snippet."""
         steps = [self.exclusion.add_first] if self.exclusion.add_first else []
         if self.automatic_skew:
-            steps.append("move skew enforcement to Manual first, as OpenShift refuses a Partial selection while it "
-                         f"is Automatic ({MANUAL_SKEW_EXAMPLE}, with your oldest boot image's version: plan's Skew "
-                         "line names it)")
+            # The Event has room for the step, not the example command (plan prints both).
+            example = f" ({MANUAL_SKEW_EXAMPLE}, with your oldest boot image's version: plan's Skew line names it)"
+            steps.append("move skew enforcement to Manual first (OpenShift refuses Partial while it is Automatic)"
+                         + (example if why else ""))
         first = "".join(f"{s}, then " for s in steps)
         note = ("; this controller reads the same selector, so Git alone carries its boot image from then on"
                 if why else "")

@@ -92,6 +92,8 @@ TOKEN_USERS: Final[Mapping[str, tuple[str, ...]]] = {
     # Two daemon replicas told apart in the audit log (fencing tests).
     "replica-a": ("system:masters",),
     "replica-b": ("system:masters",),
+    # The real MCO boot image controller beside the daemon (tests/integration/test_real_mco.py).
+    "machine-config-controller": ("system:masters",),
     # Metrics scrapers (tests/integration/test_metrics_auth.py): one granted get /metrics, one not.
     "metrics-scraper": ("system:authenticated",),
     "stranger": ("system:authenticated",),
@@ -206,7 +208,7 @@ class ClusterFactory(Protocol):
 
     def __call__(
         self, *, extra_apiserver_args: Sequence[str] = (), with_controller_manager: bool = True,
-        namespaces: Sequence[str] = NAMESPACES,
+        namespaces: Sequence[str] = NAMESPACES, crd_dirs: Sequence[Path] = (),
     ) -> TestCluster: ...
 
 
@@ -226,9 +228,11 @@ def start_test_cluster(
     extra_apiserver_args: Sequence[str] = (),
     with_controller_manager: bool = True,
     namespaces: Sequence[str] = NAMESPACES,
+    crd_dirs: Sequence[Path] = (),
 ) -> TestCluster:
     """Start etcd, kube-apiserver and (optionally) kube-controller-manager on loopback.
     `namespaces`: the ones created (a default OpenShift cluster has no openshift-cluster-api).
+    `crd_dirs`: CRDs that replace the project's of the same name (openshift/api's real ones).
 
     Applies `manifests/crds/*.yaml`, waits until every CRD is Established, creates the OpenShift
     namespaces, and only then starts the controller manager so that its garbage collector knows
@@ -239,7 +243,8 @@ def start_test_cluster(
     for attempt in range(_START_ATTEMPTS):
         attempt_dir = workdir if attempt == 0 else workdir / f"retry-{attempt}"
         try:
-            return _start_once(attempt_dir, binaries, extra_apiserver_args, with_controller_manager, namespaces)
+            return _start_once(attempt_dir, binaries, extra_apiserver_args, with_controller_manager, namespaces,
+                               crd_dirs)
         except ClusterStartError as exc:
             if "address already in use" not in str(exc):
                 raise
@@ -255,6 +260,7 @@ def _start_once(
     extra_apiserver_args: Sequence[str],
     with_controller_manager: bool,
     namespaces: Sequence[str] = NAMESPACES,
+    crd_dirs: Sequence[Path] = (),
 ) -> TestCluster:
     workdir = workdir.resolve()
     log_dir = workdir / "logs"
@@ -289,7 +295,7 @@ def _start_once(
             _apiserver_args(binaries, workdir, etcd_port, api_port, extra_apiserver_args),
         )
         _wait_apiserver(cluster)
-        _install_crds(cluster)
+        _install_crds(cluster, crd_dirs)
         _create_namespaces(cluster, namespaces)
         if with_controller_manager:
             assert binaries.kube_controller_manager is not None
@@ -486,8 +492,11 @@ def crd_documents(crd_dir: Path = CRD_DIR) -> list[dict[str, Any]]:
     return docs
 
 
-def _install_crds(cluster: TestCluster) -> None:
-    crds = crd_documents()
+def _install_crds(cluster: TestCluster, crd_dirs: Sequence[Path] = ()) -> None:
+    by_name = {crd["metadata"]["name"]: crd for crd in crd_documents()}
+    for crd_dir in crd_dirs:
+        by_name.update({crd["metadata"]["name"]: crd for crd in crd_documents(crd_dir)})
+    crds = list(by_name.values())
     if not crds:
         raise ClusterStartError(f"no CustomResourceDefinitions found in {CRD_DIR}")
     if _rejects_empty_strings(cluster):

@@ -157,3 +157,21 @@ def test_no_conflict_for_the_mcos_own_or_a_skipped_machineset() -> None:
     custom["spec"]["template"]["spec"]["providerSpec"]["value"]["ami"] = {"id": "ami-0a1b2c3d4e5f67890"}
     d = decide(custom, "AWS", "4.22.0")
     assert d.action == "skip" and writer_conflict(d, custom, None) is None
+
+
+def test_with_automatic_skew_the_fix_moves_to_manual_first_and_the_event_keeps_the_exact_patch() -> None:
+    """OpenShift refuses a Partial MachineSet selection while the MCO enforces Automatic (found on the
+    API server with openshift/api's CRD): the fix says so, and the Event still carries the patch."""
+    ms = _argo(machineset_from_fixture(AWS, "prod-east-8h2kq-worker-argo-us-east-1b"))
+    applied = json.loads(json.dumps(ms))
+    applied["spec"]["template"]["spec"]["providerSpec"]["value"]["ami"] = {"id": "ami-0fromgit000000000"}
+    ms["metadata"]["annotations"][ANNOTATION_LAST_APPLIED] = json.dumps(applied)
+    mc = {"status": {"bootImageSkewEnforcementStatus": {"mode": "Automatic", "automatic": {"ocpVersion": "4.12.0"}}}}
+    conflict = writer_conflict(decide(ms, "AWS", "4.22.0"), ms, mc)
+    assert conflict is not None and conflict.automatic_skew
+    assert "move skew enforcement to Manual first" in conflict.fixes()[0]
+    assert '"bootImageSkewEnforcement":{"mode":"Manual"' in conflict.fixes()[0], "plan prints the example"
+    message = conflict.message()
+    assert len(message) <= MAX_EVENT_MESSAGE
+    assert "move skew enforcement to Manual first" in message
+    assert json.dumps(conflict.machine_configuration_patch, separators=(",", ":"), sort_keys=True) in message

@@ -1,0 +1,235 @@
+"""Beside the **real** Machine Config Operator boot image controller (issues 32 and 34).
+
+The unmodified controller of openshift/machine-config-operator 7ff337a (../shared/tools/mco, its own
+process and user) and the daemon start at the same moment on a 4.22 AWS cluster installed at 4.12,
+on openshift/api's real CRDs, EC2 served by moto. A plain, a rhel-10, an Argo CD-tracked and a
+handed-over (by `hand-over`) MachineSet; then a golden-data change. At each step
+`plan --from-cluster` says who writes what next, and that is what happens:
+- one writer per MachineSet (told apart by managedFields): the MCO the plain and the Argo CD one, the
+  daemon the rhel-10 and the handed-over one, which the MCO never writes;
+- the Argo CD one is a writer conflict: exactly one BootImageWriterConflict naming the MCO and the
+  fix; applying the fix (skew to Manual, the label, the MachineConfiguration patch; the operator's
+  status as the operator copies it) stops the MCO writing it.
+Skipped, with the reason printed, where ../shared is absent (the stand-in covers the fast tests).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import select
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cloud.amis import RED_HAT_OWNER, catalogue
+from harness.cluster import ClusterFactory, TestCluster
+from harness.objects import (
+    api_client_for,
+    apply,
+    cluster_version,
+    feature_gate,
+    infrastructure,
+    kube_request,
+    machine_configuration,
+    machineset_from_fixture,
+    mco_cluster_operator,
+)
+from harness.real_mco import MCO_CRDS, operator_status, printed, require_real_mco, running_real_mco
+from kubernetes_asyncio import client as k8s_client
+
+from bootimage_controller.constants import (
+    ANNOTATION_ARGOCD_TRACKING_ID,
+    LABEL_BOOT_IMAGE_WRITER,
+    LABEL_OSSTREAM,
+    MAPI_NAMESPACE,
+)
+
+from .daemon_helpers import daemon_task, list_machinesets, user_data_secret, wait_for
+from .test_coexistence import FIXTURE, INSTALLED_412, NEXT_RHEL9, NEXT_RHEL10, ami, creator_of, golden
+from .test_daemon_cloud import MOTO_SCRIPT, credentials_secret
+
+pytestmark = pytest.mark.integration
+
+OURS = "bootimage-controller"
+MC_PATH = "/apis/operator.openshift.io/v1/machineconfigurations/cluster"
+MS_PATH = f"/apis/machine.openshift.io/v1beta1/namespaces/{MAPI_NAMESPACE}/machinesets"
+ARGO_ID = "workers:machine.openshift.io/MachineSet:openshift-machine-api/argo-pool"
+
+
+@pytest.fixture
+def moto_with_next_amis(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """moto's EC2 with every stream AMI and the next release's (Red Hat's), for the MCO and the daemon."""
+    amis = catalogue()
+    template = next(a for a in amis if a["owner_id"] == RED_HAT_OWNER and a["architecture"] == "x86_64")
+    for ami_id, release in ((NEXT_RHEL9, "9.8.20260601-0"), (NEXT_RHEL10, "10.2.20260601-0")):
+        amis.append({**template, "ami_id": ami_id, "name": f"rhcos-{release}-x86_64", "description": f"OpenShift 4 {release}"})
+    path = tmp_path / "amis.json"
+    path.write_text(json.dumps(amis))
+    proc = subprocess.Popen([sys.executable, str(MOTO_SCRIPT)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            env={**os.environ, "MOTO_AMIS_PATH": str(path)}, text=True)
+    assert proc.stdout is not None and proc.stdin is not None
+    try:
+        ready, _, _ = select.select([proc.stdout], [], [], 60)
+        port = proc.stdout.readline().strip() if ready else ""
+        assert port.isdigit(), f"moto did not start: {port!r}"
+        url = f"http://127.0.0.1:{port}"
+        for var in [v for v in os.environ if v.startswith("AWS_")]:
+            monkeypatch.delenv(var)
+        monkeypatch.setenv("AWS_ENDPOINT_URL", url)
+        monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+        monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+        monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+        yield url
+    finally:
+        proc.stdin.close()
+        proc.terminate()
+        proc.wait(10)
+
+
+async def cli(cluster: TestCluster, *argv: str) -> tuple[int, str, str]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bootimage_controller", *argv, "--kubeconfig", str(cluster.kubeconfig),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(proc.communicate(), 120)
+    return proc.returncode or 0, out.decode(), err.decode()
+
+
+async def next_writes(cluster: TestCluster, *extra: str) -> dict[str, tuple[str, str]]:
+    code, out, err = await cli(cluster, "plan", "--from-cluster", "-o", "json", *extra)
+    assert code == 0, err
+    return {m["name"]: (m["nextWrite"]["writer"], m["nextWrite"]["when"])
+            for m in json.loads(out)["machineSets"]}
+
+
+async def play_operator(api: k8s_client.ApiClient, node_disruption: Any) -> None:
+    """What the MCO operator does on a spec change: copy it to status (the controller reads status)."""
+    mc = await kube_request(api, "GET", MC_PATH)
+    status = operator_status(mc, node_disruption, "4.12.0")
+    await kube_request(api, "PATCH", f"{MC_PATH}/status", {"status": status},
+                       content_type="application/merge-patch+json")
+
+
+def writers(ms: dict[str, Any]) -> set[str]:
+    """Who wrote the boot image field: the managers of managedFields that own `f:ami`."""
+    return {e["manager"] for e in ms["metadata"].get("managedFields", []) if '"f:ami"' in json.dumps(e.get("fieldsV1"))}
+
+
+async def arrange(api: k8s_client.ApiClient, binary: Path) -> Any:
+    await apply(api, infrastructure("AWS", region="us-east-1"))
+    await apply(api, cluster_version(INSTALLED_412))
+    await apply(api, mco_cluster_operator("4.22.0"))
+    status = printed(binary, "--print-featuregate-status", "4.22.0")
+    gate = feature_gate("4.22.0")
+    gate["status"] = status
+    await apply(api, gate)
+    await apply(api, machine_configuration())
+    await apply(api, golden(False))
+    await apply(api, user_data_secret())
+    await apply(api, credentials_secret("AKIDEXAMPLEKEY123456", "not-a-real-secret-value-0123456789"))
+    await apply(api, machineset_from_fixture(FIXTURE, "mco-pool"))
+    await apply(api, machineset_from_fixture(FIXTURE, "rhel10-pool", labels={LABEL_OSSTREAM: "rhel-10"}))
+    await apply(api, machineset_from_fixture(FIXTURE, "argo-pool", annotations={ANNOTATION_ARGOCD_TRACKING_ID: ARGO_ID}))
+    await apply(api, machineset_from_fixture(FIXTURE, "handed-pool"))
+    node_disruption = printed(binary, "--print-node-disruption-status")
+    await play_operator(api, node_disruption)
+    return node_disruption
+
+
+async def at(api: k8s_client.ApiClient, want: dict[str, str]) -> bool:
+    fleet = await list_machinesets(api)
+    return all(ami(fleet[name]) == image for name, image in want.items())
+
+
+def targets(cm: dict[str, Any]) -> dict[str, str]:
+    streams = json.loads(cm["data"]["streams"])
+    at_ = {s: streams[s]["architectures"]["x86_64"]["images"]["aws"]["regions"]["us-east-1"]["image"] for s in streams}
+    return {"mco-pool": at_["rhel-9"], "argo-pool": at_["rhel-9"], "rhel10-pool": at_["rhel-10"],
+            "handed-pool": at_["rhel-9"]}
+
+
+async def conflicts(api: k8s_client.ApiClient) -> list[dict[str, Any]]:
+    doc = await kube_request(api, "GET", f"/api/v1/namespaces/{MAPI_NAMESPACE}/events")
+    return [e for e in doc["items"] if e["reason"] == "BootImageWriterConflict"]
+
+
+async def test_beside_the_real_mco_plan_says_who_writes_what_and_that_is_what_happens(
+    fresh_cluster: ClusterFactory, moto_with_next_amis: str, tmp_path: Path
+) -> None:
+    binary = require_real_mco()
+    cluster = fresh_cluster(crd_dirs=(MCO_CRDS,))
+    async with await api_client_for(cluster.kubeconfig) as api:
+        node_disruption = await arrange(api, binary)
+        code, out, err = await cli(cluster, "hand-over", "handed-pool", "--yes")
+        assert code == 0, out + err
+        said = await next_writes(cluster)
+        assert said == {"mco-pool": ("mco", "now"), "argo-pool": ("mco", "now"),
+                        "rhel10-pool": (OURS, "now"), "handed-pool": (OURS, "now")}, said
+
+        mco_log = tmp_path / "mco.log"
+        with running_real_mco(binary, cluster, moto_with_next_amis, mco_log):
+            async with daemon_task(cluster.kubeconfig):
+                first = targets(golden(False))
+                await wait_for(lambda: at(api, first), 60, "every MachineSet at the 4.22 images")
+                await wait_for(lambda: _some(conflicts(api)), 30, "the writer conflict Event")
+                fleet = await list_machinesets(api)
+                creator = creator_of(api)  # the test's own writes (it created the objects)
+                mco = writers(fleet["mco-pool"]) - {creator}
+                assert len(mco) == 1 and OURS not in mco, fleet["mco-pool"]["metadata"]["managedFields"]
+                assert writers(fleet["argo-pool"]) - {creator} == mco, "the MCO writes the Argo CD MachineSet"
+                assert writers(fleet["rhel10-pool"]) - {creator} == {OURS}
+                assert writers(fleet["handed-pool"]) - {creator} == {OURS}, "handed over: never the MCO's"
+                said = await conflicts(api)
+                assert len(said) == 1 and said[0]["involvedObject"]["name"] == "argo-pool"
+                message = said[0]["message"]
+                assert "the Machine Config Operator and GitOps both write" in message
+
+                # A golden-data change, planned before it lands (`--bootimages`, the next release's
+                # ConfigMap): the same writers; then it lands and they write.
+                settled = await next_writes(cluster)
+                assert set(settled.values()) == {("nobody", "never")}, settled
+                next_cm = tmp_path / "next-coreos-bootimages.json"
+                next_cm.write_text(json.dumps(golden(True)))
+                assert await next_writes(cluster, "--bootimages", str(next_cm)) == {
+                    "mco-pool": ("mco", "now"), "argo-pool": ("mco", "now"),
+                    "rhel10-pool": (OURS, "now"), "handed-pool": (OURS, "now")}
+                await apply(api, golden(True))
+                second = targets(golden(True))
+                await wait_for(lambda: at(api, second), 90, "every MachineSet at the next images")
+                fleet = await list_machinesets(api)
+                assert writers(fleet["handed-pool"]) - {creator} == {OURS}
+
+                async def two_conflicts() -> bool:
+                    return len(await conflicts(api)) >= 2
+
+                # Once per target: the new target is a new conflict (and its own Event).
+                await wait_for(two_conflicts, 30, "the conflict Event of the new target")
+
+                # The fix the message names: skew to Manual, the label (Git's), the selector patch.
+                assert "move skew enforcement to Manual first" in message
+                await kube_request(api, "PATCH", MC_PATH, {"spec": {"bootImageSkewEnforcement": {
+                    "mode": "Manual", "manual": {"mode": "OCPVersion", "ocpVersion": "4.16.0"}}}},
+                    content_type="application/merge-patch+json")
+                await play_operator(api, node_disruption)
+                patch = next(json.loads(part.split("'")[0]) for part in message.split("--type=merge -p '")[1:]
+                             if "managedBootImages" in part.split("'")[0])
+                await kube_request(api, "PATCH", MC_PATH, patch, content_type="application/merge-patch+json")
+                await play_operator(api, node_disruption)
+                live = fleet["argo-pool"]
+                live["metadata"].setdefault("labels", {})[LABEL_BOOT_IMAGE_WRITER] = "gitops"
+                stale = ami(machineset_from_fixture(FIXTURE, "argo-pool"))
+                live["spec"]["template"]["spec"]["providerSpec"]["value"]["ami"]["id"] = stale
+                await kube_request(api, "PUT", f"{MS_PATH}/argo-pool", live)
+                said = await next_writes(cluster)
+                assert said["argo-pool"] == ("nobody", "never") and said["mco-pool"][0] == "nobody"
+                await asyncio.sleep(25)  # longer than the MCO's resync (20 s here): it would have written
+                assert ami((await list_machinesets(api))["argo-pool"]) == stale, mco_log.read_text()[-3000:]
+                assert len(await conflicts(api)) == 2, "no more conflict Events: one per target"
+
+
+async def _some(found: Any) -> bool:
+    return bool(await found)
