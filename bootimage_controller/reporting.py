@@ -23,6 +23,7 @@ from .constants import (
     Reason,
     SkewMode,
 )
+from .core.conflicts import conflicts_note
 from .core.fleet import boot_image_age_seconds, releases_behind
 from .core.index import PublishedImageIndex
 from .core.manager import MachineConfigOperator
@@ -80,7 +81,7 @@ class PassReporter:
             verdict=self.verdict,
             now=now,
             notes=view.claim_warnings,
-            available_notes=view.access_notes,
+            available_notes=(*view.access_notes, *_conflict_notes(states)),
         )
         self.writer.set_cluster_operator(co)  # the writer decides when (its Progressing hold-off)
 
@@ -180,6 +181,11 @@ def pool_boot_image(state: MachineSetState, now: datetime) -> obs.PoolBootImage:
         releases_behind=releases_behind(index.openshift_release(current) if current else None,
                                         index.openshift_release(d.target_release) if d.target_release else None),
     )
+
+
+def _conflict_notes(states: list[MachineSetState]) -> tuple[str, ...]:
+    note = conflicts_note([s.conflict for s in states if s.conflict is not None])
+    return (note,) if note is not None else ()
 
 
 def _mco_and_platform(view: StatusView) -> tuple[MachineConfigOperator | None, str | None]:

@@ -37,7 +37,7 @@ from ..constants import (
     Manager,
 )
 from .claims import pointer
-from .model import BootImageDecision, FieldChange, get_path, is_mapping
+from .model import BootImageDecision, FieldChange, first_names, get_path, is_mapping
 
 MCO_NAME = "the Machine Config Operator"
 MANUAL_SKEW_EXAMPLE = ("oc patch machineconfiguration cluster --type=merge -p "
@@ -130,6 +130,16 @@ class WriterConflict:
         short = (f"{self.summary()}. Fix: leave it out of the MCO's managedBootImages or make the GitOps tool "
                  "ignore the field; `bootimage-controller plan --from-cluster` prints the exact patch")
         return short[:MAX_EVENT_MESSAGE]
+
+
+def conflicts_note(conflicts: Sequence[WriterConflict]) -> str | None:
+    """The ClusterOperator's word on writer conflicts (its Available message), or None."""
+    if not conflicts:
+        return None
+    names = sorted(c.key for c in conflicts)
+    what = "MachineSet" if len(names) == 1 else "MachineSets"
+    return (f"{len(names)} {what} written by the Machine Config Operator and GitOps or Hive alike "
+            f"({first_names(names, 5)}): see Event BootImageWriterConflict for the fix")
 
 
 def writer_conflict(
@@ -236,4 +246,4 @@ def _short(value: Any) -> str:
     return json.dumps(value, sort_keys=True, default=str) if value is not None else "an unknown image"
 
 
-__all__ = ["LabelExclusion", "WriterConflict", "exclude_from_mco", "writer_conflict"]
+__all__ = ["LabelExclusion", "WriterConflict", "conflicts_note", "exclude_from_mco", "writer_conflict"]

@@ -151,6 +151,10 @@ async def test_a_writer_conflict_is_said_once_with_the_fix_and_the_fix_ends_it(
     proposal = await events(kube_api, "argo", "BootImageUpdateProposed")
     assert proposal and "the Machine Config Operator writes this MachineSet too" in proposal[0]["message"]
     assert obs.REGISTRY.get_sample_value(METRIC_WRITER_CONFLICTS, {"namespace": MAPI_NAMESPACE, "name": "argo"}) == 1
+    co = await kube_request(kube_api, "GET", "/apis/config.openshift.io/v1/clusteroperators/machine-config-bootimages")
+    available = next(c for c in co["status"]["conditions"] if c["type"] == "Available")
+    assert "1 MachineSet written by the Machine Config Operator and GitOps or Hive alike" in available["message"]
+    assert "openshift-machine-api/argo" in available["message"]
 
     # The fix: the label in Git (here: on the object), then the MachineConfiguration patch the Event named.
     patch = next(json.loads(part.split("'")[0]) for part in message.split("--type=merge -p '")[1:]
