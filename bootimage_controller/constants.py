@@ -133,6 +133,22 @@ FLUX_LABELS: Final = ("kustomize.toolkit.fluxcd.io/name", "helm.toolkit.fluxcd.i
 # Argo CD's label tracking (`application.instanceLabelKey`, `app.kubernetes.io/instance` by default)
 # is a common label Helm sets too, so it counts only when named (`--gitops-label`).
 ARGOCD_DEFAULT_INSTANCE_LABEL: Final = "app.kubernetes.io/instance"
+# Field managers of metadata.managedFields that are known writers of MachineSets (SPEC rule 2b): a
+# manager that owns the boot image field and is none of these (nor a person's tool) is `external`.
+KNOWN_FIELD_MANAGERS: Final = (
+    "bootimage-controller",  # this controller (its client's user agent)
+    "machine-config-controller", "machine-config-operator", "mco-bootimage-controller",  # the MCO
+    "argocd-controller", "argocd-application-controller", "argocd-server",  # Argo CD
+    "kustomize-controller", "helm-controller",  # Flux
+    "hive", "hive-controller", "hive-operator", "hiveadmission",  # Hive
+)
+# Policy and automation engines that keep fields with plain updates (not server-side apply): their
+# Update of the boot image field makes the MachineSet `external` too. Prefixes.
+POLICY_FIELD_MANAGER_PREFIXES: Final = (
+    "config-policy-controller", "governance-policy", "kyverno", "gatekeeper", "crossplane", "terraform", "pulumi",
+)
+# A person's one-off edit is not a writer that comes back: `oc edit`, `kubectl patch`, the console.
+HUMAN_FIELD_MANAGER_PREFIXES: Final = ("kubectl", "oc", "Mozilla", "openshift-console")
 # What `kubectl apply` (and Argo CD's client-side apply) last applied: for a GitOps-tracked object,
 # what Git holds (SPEC section 3, writer conflicts).
 ANNOTATION_LAST_APPLIED: Final = "kubectl.kubernetes.io/last-applied-configuration"
@@ -246,6 +262,7 @@ class Manager(StrEnum):
     MCO = "mco"
     HIVE = "hive"
     GITOPS = "gitops"
+    EXTERNAL = "external"  # another writer owns the boot image field in metadata.managedFields
     OURS = "bootimage-controller"
 
 

@@ -43,7 +43,8 @@ MCO_NAME = "the Machine Config Operator"
 MANUAL_SKEW_EXAMPLE = ("oc patch machineconfiguration cluster --type=merge -p "
                        "'{\"spec\":{\"bootImageSkewEnforcement\":{\"mode\":\"Manual\",\"manual\":"
                        "{\"mode\":\"OCPVersion\",\"ocpVersion\":\"4.16.0\"}}}}'")
-_WRITER_WORDS = {Manager.GITOPS: "GitOps", Manager.HIVE: "Hive", Manager.MCO: MCO_NAME, Manager.OURS: "this controller"}
+_WRITER_WORDS = {Manager.GITOPS: "GitOps", Manager.HIVE: "Hive", Manager.MCO: MCO_NAME, Manager.OURS: "this controller",
+                 Manager.EXTERNAL: "the writer that keeps the field"}
 
 
 @dataclass(frozen=True)
@@ -167,7 +168,8 @@ def writer_conflict(
         exclusion=exclusion,
         machine_configuration_patch=exclude_from_mco(machine_configuration, exclusion),
         automatic_skew=get_path(machine_configuration, ("status", "bootImageSkewEnforcementStatus", "mode")) == "Automatic",
-        ignore_rule=_ignore_rule(decision, obj) if decision.manager is Manager.GITOPS else "",
+        ignore_rule=_ignore_rule(decision, obj) if decision.manager is Manager.GITOPS else (
+            "take the boot image field out of what that writer enforces" if decision.manager is Manager.EXTERNAL else ""),
     )
 
 
@@ -179,7 +181,7 @@ def _exclusion(manager: Manager, labels: Mapping[str, Any], gitops_labels: Seque
             return LabelExclusion(key, None)
     if LABEL_BOOT_IMAGE_WRITER in labels:
         return LabelExclusion(LABEL_BOOT_IMAGE_WRITER, None)
-    where = " in Git" if manager is Manager.GITOPS else ""
+    where = {Manager.GITOPS: " in Git", Manager.EXTERNAL: " (where the policy leaves labels alone)"}.get(manager, "")
     return LabelExclusion(LABEL_BOOT_IMAGE_WRITER, f"label it {LABEL_BOOT_IMAGE_WRITER}={manager}{where}")
 
 

@@ -10,10 +10,10 @@ The rules, from a decision, its managers and the upgrade gate:
 - nothing to change (noop, skip, error): nobody writes;
 - this controller's or the MCO's: it writes now, or once the upgrade completes while ClusterVersion
   is not Completed (both wait: the MCO's `isClusterStable`, reference section 3);
-- a GitOps or Hive MachineSet the MCO covers too: the MCO writes it (it reads neither mark), a
-  writer conflict;
-- any other GitOps or Hive MachineSet: written when someone changes its source (Git, the hub's
-  MachinePool); this controller proposes the change.
+- a GitOps, Hive or `external` MachineSet the MCO covers too: the MCO writes it (it reads none of
+  those marks), a writer conflict;
+- any other GitOps, Hive or `external` MachineSet: written when someone changes its source (Git, the
+  hub's MachinePool, the policy); this controller proposes the change.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ class Writer(StrEnum):
     MCO = "mco"
     GITOPS = "gitops"
     HIVE = "hive"
+    EXTERNAL = "external"  # a policy or other writer that keeps the field (SPEC rule 2b)
     NOBODY = "nobody"
 
 
@@ -47,7 +48,7 @@ class When(StrEnum):
 
 
 _WRITER_OF = {Manager.OURS: Writer.OURS, Manager.MCO: Writer.MCO, Manager.GITOPS: Writer.GITOPS,
-              Manager.HIVE: Writer.HIVE}
+              Manager.HIVE: Writer.HIVE, Manager.EXTERNAL: Writer.EXTERNAL}
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +123,8 @@ class NextWrite:
                     "(`plan --write-patched DIR`, Event BootImageUpdateProposed)")
         if self.writer is Writer.HIVE:
             return f"the Hive MachinePool on the hub must be changed: {what} ({d.manager_why})"
+        if self.writer is Writer.EXTERNAL:
+            return f"the writer that keeps the field must change it: {what} ({d.manager_why})"
         return f"nothing is written: {d.action} {d.reason}"
 
     def to_json(self) -> dict[str, Any]:
@@ -196,6 +199,8 @@ class Forecast:
             parts.append(f"GitOps must carry {self.count(Writer.GITOPS)} (plan --write-patched DIR)")
         if self.count(Writer.HIVE):
             parts.append(f"Hive holds {self.count(Writer.HIVE)} (change its MachinePools)")
+        if self.count(Writer.EXTERNAL):
+            parts.append(f"a policy or other writer holds {self.count(Writer.EXTERNAL)}")
         conflicts = len(self.conflicts)
         if conflicts:
             parts.append(f"{conflicts} writer conflict{'s' if conflicts != 1 else ''}")

@@ -8,8 +8,18 @@ the table below); `decide_manager` applies the SPEC's precedence to one object:
 1. claimed by us (our owner reference), or annotated `boot-image-manager: bootimage-controller`: ours;
 2. labelled by Hive's MachinePool controller: `hive`;
 3. tracked by Argo CD or Flux: `gitops` (Git is the source of truth, even where the MCO would act);
-4. covered by the MCO's own controller: `mco`;
-5. else ours.
+4. another writer keeps the boot image field (metadata.managedFields): `external`, e.g. an ACM
+   configuration policy (`config-policy-controller`); the decision names the field manager;
+5. covered by the MCO's own controller: `mco`;
+6. else ours.
+
+Which field managers make a MachineSet `external` (where the SPEC says "none of the above", written
+down here and in docs/install.md): one that owns the boot image field, is none of the known writers
+(`KNOWN_FIELD_MANAGERS`: ours, the MCO's, Argo CD's, Flux's, Hive's) and is not a person's tool
+(`kubectl`, `oc`, the console), and wrote it by server-side apply (a declarative writer applies
+again) or is a policy engine that keeps fields with plain updates (`POLICY_FIELD_MANAGER_PREFIXES`).
+A plain update by any other manager, such as the installer that created the MachineSet or a one-off
+script, does not: it does not come back.
 
 A `hive` or `gitops` MachineSet that the MCO covers too is written by the MCO all the same: the real
 MCO reads no Hive, Argo CD or Flux mark (measured beside the MCO at 7ff337a). Its verdict says
@@ -40,12 +50,15 @@ from ..constants import (
     CPMS_KIND,
     CPMS_PLATFORMS,
     FLUX_LABELS,
+    HUMAN_FIELD_MANAGER_PREFIXES,
+    KNOWN_FIELD_MANAGERS,
     LABEL_HIVE_MACHINE_POOL,
     LABEL_OS_ID,
     LABEL_OSSTREAM,
     MACHINESET_KIND,
     MCO_OPERATOR_VERSION_NAME,
     OS_ID_WINDOWS,
+    POLICY_FIELD_MANAGER_PREFIXES,
     Manager,
     Platform,
 )
@@ -276,9 +289,51 @@ def decide_manager(
     gitops = gitops_marker(obj, facts.gitops_labels)
     if gitops is not None:
         return ManagerVerdict(Manager.GITOPS, f"applied from Git ({gitops}){ignored}", also_written_by=also)
+    external = external_writer(obj, platform)
+    if external is not None:
+        return ManagerVerdict(Manager.EXTERNAL, f"{external}{ignored}", also_written_by=also)
     if mco_why is not None:
         return ManagerVerdict(Manager.MCO, mco_why + ignored)
     return ManagerVerdict(Manager.OURS, OURS_BY_DEFAULT.why + ignored) if ignored else OURS_BY_DEFAULT
+
+
+# The boot image field under providerSpec.value, per platform (SPEC rule 6).
+BOOT_IMAGE_KEYS: Mapping[str, str] = {Platform.AWS: "ami", Platform.GCP: "disks", Platform.AZURE: "image", Platform.VSPHERE: "template"}
+
+
+def other_writer_entries(entries: Any) -> list[Mapping[str, Any]]:
+    """The managedFields entries that can make an object `external`: an unknown writer, not a person,
+    that applied the object server-side or is a policy engine (see the module's docstring). Usually
+    none: the informer cache keeps just these and drops the rest of managedFields."""
+    out = []
+    for entry in entries if isinstance(entries, list) else ():
+        if not is_mapping(entry):
+            continue
+        manager, operation = str(entry.get("manager") or ""), str(entry.get("operation") or "")
+        if not manager or manager.startswith((*KNOWN_FIELD_MANAGERS, *HUMAN_FIELD_MANAGER_PREFIXES)):
+            continue
+        if operation == "Apply" or manager.startswith(POLICY_FIELD_MANAGER_PREFIXES):
+            out.append(entry)
+    return out
+
+
+def external_writer(obj: Managed, platform: str | None) -> str | None:
+    """The sentence naming another writer that keeps the boot image field (see the module's
+    docstring for which field managers count), or None."""
+    raw = getattr(obj, "raw", None)
+    spec_path = getattr(obj, "provider_spec_path", None)
+    if not is_mapping(raw) or not spec_path:
+        return None  # Cluster API objects: the boot image is in a template, replaced, not kept
+    key = BOOT_IMAGE_KEYS.get(platform or "")
+    keys = [key] if key is not None else list(BOOT_IMAGE_KEYS.values())
+    for entry in other_writer_entries(get_path(raw, ("metadata", "managedFields"))):
+        fields = get_path(entry.get("fieldsV1"), tuple(f"f:{p}" for p in spec_path if isinstance(p, str)))
+        owned = next((k for k in keys if is_mapping(fields) and f"f:{k}" in fields), None)
+        if owned is not None:
+            operation = "server-side apply" if entry.get("operation") == "Apply" else "update"
+            return (f"kept by field manager {entry.get('manager')} ({operation} of providerSpec.value.{owned}, "
+                    "metadata.managedFields); this controller proposes and never writes it")
+    return None
 
 
 def gitops_marker(obj: Managed, extra_labels: Sequence[str] = ()) -> str | None:
@@ -338,7 +393,9 @@ __all__ = [
     "ManagerVerdict",
     "McoRelease",
     "decide_manager",
+    "external_writer",
     "gitops_marker",
     "mco_manages",
     "mco_release",
+    "other_writer_entries",
 ]

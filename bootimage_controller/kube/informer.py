@@ -39,6 +39,7 @@ import structlog
 from kubernetes_asyncio.client import CoreV1Api, CustomObjectsApi
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from ..core.manager import other_writer_entries
 from .client import raise_for_status, read_json
 from .retry import Backoff, describe
 
@@ -551,9 +552,14 @@ _SHARED = SharedStrings()
 
 
 def _cached_form(obj: KubeObject) -> KubeObject:
-    """What the cache keeps of an object: all but `metadata.managedFields` (server-side-apply
-    bookkeeping that nothing here reads, often a third of a MachineSet's size), with shared strings."""
+    """What the cache keeps of an object, with shared strings: of `metadata.managedFields`
+    (server-side-apply bookkeeping, often a third of a MachineSet's size) only the entries of
+    writers that can keep the boot image field (SPEC rule 2b's `external`; usually none)."""
     meta = obj.get("metadata")
     if isinstance(meta, dict):
-        meta.pop("managedFields", None)
+        entries = meta.pop("managedFields", None)
+        if entries:
+            kept = other_writer_entries(entries)
+            if kept:
+                meta["managedFields"] = kept
     return _SHARED.share(obj)

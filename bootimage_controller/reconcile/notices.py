@@ -100,11 +100,11 @@ def event_for(previous: MachineSetState | None, state: MachineSetState) -> Notic
 
 
 def companion_event(previous: MachineSetState | None, state: MachineSetState) -> Notice | None:
-    """Another manager's MachineSet: a GitOps one gets the patch we would send, once per target; an
+    """Another manager's MachineSet: a GitOps or `external` one gets the patch we would send, once per target; an
     MCO one a Warning when a disagreement becomes lasting. Its skips and errors are that manager's
     to report, not ours."""
     d, before = state.decision, previous.decision if previous is not None else None
-    if d.manager is Manager.GITOPS and d.action is Action.PATCH:
+    if d.manager in (Manager.GITOPS, Manager.EXTERNAL) and d.action is Action.PATCH:
         if before is None or (before.manager, before.action, before.target) != (d.manager, d.action, d.target):
             return EVENT_TYPE_NORMAL, EVENT_PROPOSED, proposal_message(d)
         return None

@@ -214,3 +214,48 @@ async def test_hand_over_of_a_machineset_the_mco_would_not_hold_for_writes_witho
     code, out, err = await cli(kube_cluster, "hand-over", "handme")
     assert code == 0, out + err
     assert "handed over to bootimage-controller" in out
+
+
+async def test_a_machineset_a_policy_keeps_is_external_proposed_and_never_written(
+    kube_cluster: TestCluster, kube_api: k8s_client.ApiClient
+) -> None:
+    """An ACM configuration policy keeps `ami.id` (it owns the field in managedFields) and puts its
+    image back: the daemon names it, proposes, and never writes the MachineSet (issue 34, item 1)."""
+    from harness.objects import api_client_for
+
+    await apply(kube_api, infrastructure("AWS", region="us-east-1"))
+    await apply(kube_api, cluster_version())
+    await apply(kube_api, machine_configuration())
+    await apply(kube_api, bootimages_configmap("coreos-bootimages-4.22-multistream.yaml"))
+    await apply(kube_api, user_data_secret())
+    policed = machineset_from_fixture(AWS, "policed")
+    kept = policed["spec"]["template"]["spec"]["providerSpec"]["value"]["ami"]["id"]
+    policed["spec"]["template"]["spec"]["providerSpec"]["value"]["ami"]["id"] = "ami-0f00000000000000a"
+    await apply(kube_api, policed)
+    path = f"/apis/machine.openshift.io/v1beta1/namespaces/{MAPI_NAMESPACE}/machinesets/policed"
+    body = {"spec": {"template": {"spec": {"providerSpec": {"value": {"ami": {"id": kept}}}}}}}
+    async with await api_client_for(kube_cluster.kubeconfig) as policy:
+        policy.user_agent = "config-policy-controller/v0.14"
+
+        async def enforce() -> None:
+            await kube_request(policy, "PATCH", path, body, content_type="application/merge-patch+json")
+
+        await enforce()
+        doc = await plan(kube_cluster)
+        row = next(m for m in doc["machineSets"] if m["name"] == "policed")
+        assert (row["manager"], row["action"], row["nextWrite"]["writer"]) == ("external", "patch", "external")
+        ours = [e for e in (await list_machinesets(kube_api))["policed"]["metadata"]["managedFields"]
+                if e["manager"] == "bootimage-controller"]
+        assert ours == []
+        from .daemon_helpers import daemon_task
+
+        async with daemon_task(kube_cluster.kubeconfig):
+            for _ in range(15):  # the policy keeps reverting while the daemon runs
+                await enforce()
+                await asyncio.sleep(0.3)
+            proposals = await events(kube_api, "policed", "BootImageUpdateProposed")
+        live = (await list_machinesets(kube_api))["policed"]
+        writers_ = {e["manager"] for e in live["metadata"]["managedFields"]}
+        assert "bootimage-controller" not in writers_, json.dumps(live["metadata"]["managedFields"])
+        assert live["spec"]["template"]["spec"]["providerSpec"]["value"]["ami"]["id"] == kept
+        assert proposals and "config-policy-controller" in proposals[0]["message"]

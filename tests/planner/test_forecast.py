@@ -175,3 +175,18 @@ def test_with_automatic_skew_the_fix_moves_to_manual_first_and_the_event_keeps_t
     assert len(message) <= MAX_EVENT_MESSAGE
     assert "move skew enforcement to Manual first" in message
     assert json.dumps(conflict.machine_configuration_patch, separators=(",", ":"), sort_keys=True) in message
+
+
+def test_a_policy_kept_machineset_waits_for_the_policy_or_is_a_conflict_where_the_mco_covers_it() -> None:
+    from .test_manager import _kept_by
+
+    ms = _kept_by("config-policy-controller", "Update")
+    alone = decide(ms, "AWS", None)
+    forecast = Forecast.build([alone], OPEN_GATE, lambda *_: ms)
+    assert (forecast.of(alone).writer, forecast.of(alone).label) == (Writer.EXTERNAL, "propose")
+    assert forecast.summary() == "this controller patches 0 now; a policy or other writer holds 1"
+    covered = decide(ms, "AWS", "4.22.0")
+    conflict = writer_conflict(covered, ms, None)
+    assert conflict is not None and conflict.writers == (Manager.MCO, Manager.EXTERNAL)
+    assert conflict.exclusion.add_first is not None and "boot-image-writer=external" in conflict.exclusion.add_first
+    assert "take the boot image field out of what that writer enforces" in conflict.ignore_rule

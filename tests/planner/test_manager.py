@@ -183,3 +183,58 @@ def _cm() -> dict[str, Any]:
     from harness.objects import bootimages_configmap
 
     return bootimages_configmap("coreos-bootimages-4.22-multistream.yaml")
+
+
+# ---- `external`: another writer keeps the boot image field (metadata.managedFields) -------------
+
+AMI_FIELDS = {"f:spec": {"f:template": {"f:spec": {"f:providerSpec": {"f:value": {"f:ami": {"f:id": {}}}}}}}}
+OTHER_FIELDS = {"f:spec": {"f:template": {"f:spec": {"f:providerSpec": {"f:value": {"f:instanceType": {}}}}}}}
+
+
+def _kept_by(manager: str, operation: str, fields: dict[str, Any] = AMI_FIELDS) -> dict[str, Any]:
+    ms = machineset_from_fixture(FIXTURE["AWS"])
+    ms["metadata"]["managedFields"] = [
+        {"manager": "cluster-bootstrap", "operation": "Update", "apiVersion": "machine.openshift.io/v1beta1",
+         "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {}, **AMI_FIELDS}},
+        {"manager": manager, "operation": operation, "apiVersion": "machine.openshift.io/v1beta1",
+         "fieldsType": "FieldsV1", "fieldsV1": fields},
+    ]
+    return ms
+
+
+def test_an_acm_policy_that_keeps_the_ami_makes_the_machineset_external_and_the_mco_writes_it_too() -> None:
+    got = decide(_kept_by("config-policy-controller", "Update"), "AWS", "4.22.0")
+    assert got.manager == Manager.EXTERNAL, got.manager_why
+    assert "config-policy-controller" in got.manager_why and "providerSpec.value.ami" in got.manager_why
+    assert got.also_written_by == (Manager.MCO,), "the MCO reads no managedFields: a writer conflict"
+    assert decide(_kept_by("config-policy-controller", "Update"), "AWS", None).also_written_by == ()
+
+
+def test_any_server_side_apply_of_the_field_by_an_unknown_writer_is_external() -> None:
+    assert decide(_kept_by("release-pipeline", "Apply"), "AWS", "4.22.0").manager == Manager.EXTERNAL
+
+
+@pytest.mark.parametrize("manager, operation", [
+    ("cluster-bootstrap", "Update"),  # the installer created it: it does not come back
+    ("some-script", "Update"),
+    ("kubectl-edit", "Update"), ("kubectl-client-side-apply", "Update"), ("kubectl", "Apply"),  # a person
+    ("mco-bootimage-controller-7ff337a", "Update"), ("machine-config-controller", "Update"),  # the MCO
+    ("bootimage-controller", "Update"), ("argocd-controller", "Apply"), ("kustomize-controller", "Apply"),
+])
+def test_known_writers_people_and_one_off_updates_are_not_external(manager: str, operation: str) -> None:
+    got = decide(_kept_by(manager, operation), "AWS", "4.22.0")
+    assert got.manager == Manager.MCO, got.manager_why
+
+
+def test_a_policy_that_keeps_another_field_is_not_external() -> None:
+    got = decide(_kept_by("config-policy-controller", "Update", OTHER_FIELDS), "AWS", "4.22.0")
+    assert got.manager == Manager.MCO, got.manager_why
+
+
+def test_gitops_wins_over_external_and_a_claim_over_both() -> None:
+    ms = _kept_by("config-policy-controller", "Update")
+    ms["metadata"].setdefault("annotations", {})[ANNOTATION_ARGOCD_TRACKING_ID] = "apps:x"
+    assert decide(ms, "AWS", "4.22.0").manager == Manager.GITOPS
+    ms = _kept_by("config-policy-controller", "Update")
+    ms["metadata"]["ownerReferences"] = [OUR_CLAIM]
+    assert decide(ms, "AWS", "4.22.0").manager == Manager.OURS
