@@ -185,8 +185,8 @@ class Enrollment:
         """Whether the Machine Config Operator's enrollment selects an object: the same spec, but
         without a `machinesets` entry it enrolls only where its release turns the platform on by
         default (`default_on`), and it knows nothing of our per-MachineSet opt-out annotation."""
-        if kind == CPMS_KIND:
-            return self.cpms.selects(labels)
+        if kind in (CPMS_KIND, CAPI_MACHINESET, CAPI_MACHINEDEPLOYMENT):
+            return self.selection_for(kind).selects(labels)  # listed only: never a default
         if not self.machinesets_explicit:
             return default_on
         return self.machinesets.selects(labels)

@@ -47,6 +47,8 @@ from typing import Any, Protocol
 from ..constants import (
     ANNOTATION_ARGOCD_TRACKING_ID,
     ANNOTATION_BOOT_IMAGE_MANAGER,
+    CAPI_MACHINEDEPLOYMENT,
+    CAPI_MACHINESET,
     CPMS_KIND,
     CPMS_PLATFORMS,
     FLUX_LABELS,
@@ -77,6 +79,9 @@ GATE_VSPHERE = "ManagedBootImagesvSphere"
 GATE_AZURE = "ManagedBootImagesAzure"
 GATE_CPMS = "ManagedBootImagesCPMS"
 GATE_SKEW = "BootImageSkewEnforcement"
+# openshift/api #2990: the MCO updates Cluster API MachineSets and MachineDeployments on AWS (MCO #6447,
+# TechPreviewNoUpgrade and DevPreviewNoUpgrade at first), where managedBootImages lists them.
+GATE_AWS_CAPI = "ManagedBootImagesAWSCAPI"
 SUPPORTED_MCO_STREAM = "rhel-9"
 AZURE_STACK_CLOUD = "AzureStackCloud"
 
@@ -297,6 +302,23 @@ def decide_manager(
     return ManagerVerdict(Manager.OURS, OURS_BY_DEFAULT.why + ignored) if ignored else OURS_BY_DEFAULT
 
 
+def _mco_manages_capi(obj: Managed, platform: str | None, mco: MachineConfigOperator, selection: Selection) -> str | None:
+    """The MCO on Cluster API (MCO #6447, as its pull request describes it; not released yet): AWS
+    only, behind `ManagedBootImagesAWSCAPI` in the FeatureGate status, for the objects
+    `managedBootImages` lists (apiGroup cluster.x-k8s.io); a MachineSet a MachineDeployment owns is
+    its MachineDeployment's. Our claim is taken to stop it as it stops the Machine API path (the
+    pull request says nothing of other owners): when unsure, we do not race it."""
+    if platform != Platform.AWS or mco.release is None or not mco.gate_on(GATE_AWS_CAPI):
+        return None
+    if any(o.kind == "MachineDeployment" for o in obj.owner_references):
+        return None
+    if not selection.mco_selects(obj.kind, obj.labels, False):
+        return None
+    what = "MachineDeployments" if obj.kind == CAPI_MACHINEDEPLOYMENT else "MachineSets"
+    return (f"the Machine Config Operator {mco.version_text or 'of unknown version'} updates AWS Cluster API {what} "
+            f"itself (FeatureGate {GATE_AWS_CAPI})")
+
+
 # The boot image field under providerSpec.value, per platform (SPEC rule 6).
 BOOT_IMAGE_KEYS: Mapping[str, str] = {Platform.AWS: "ami", Platform.GCP: "disks", Platform.AZURE: "image", Platform.VSPHERE: "template"}
 
@@ -364,7 +386,11 @@ def mco_manages(
     other than rhel-9 (4.22+), Windows; and what it never reconciles: Cluster API kinds, platforms
     or kinds its release and gates do not cover, objects its enrollment does not select.
     """
-    if mco is None or obj.kind not in (MACHINESET_KIND, CPMS_KIND):
+    if mco is None:
+        return None
+    if obj.kind in (CAPI_MACHINESET, CAPI_MACHINEDEPLOYMENT):
+        return _mco_manages_capi(obj, platform, mco, selection)
+    if obj.kind not in (MACHINESET_KIND, CPMS_KIND):
         return None
     release = mco.release
     if release is None or platform not in mco.covered_platforms():

@@ -187,3 +187,42 @@ def test_rollout_is_read_where_each_api_version_keeps_it() -> None:
     v1["metadata"]["generation"] = 2
     v1["status"] = {"observedGeneration": 2, "replicas": 3, "upToDateReplicas": 3}  # not a v1beta1 field
     assert decide(v1, aws("t"), "machinedeployments").reason == Reason.ROLLOUT_IN_PROGRESS
+
+
+# ---- the MCO on Cluster API (openshift/api #2990, MCO #6447): who writes a CAPI pool --------------
+
+
+@pytest.mark.parametrize("gate_on", [True, False])
+@pytest.mark.parametrize("platform", ["AWS", "GCP"])
+@pytest.mark.parametrize("kind", ["MachineSet", "MachineDeployment"])
+@pytest.mark.parametrize("listed", [True, False])
+def test_the_mco_writes_aws_capi_pools_behind_its_gate_when_listed(gate_on: bool, platform: str, kind: str,
+                                                                  listed: bool) -> None:
+    from bootimage_controller.constants import Manager
+    from bootimage_controller.core.manager import GATE_AWS_CAPI, MachineConfigOperator, ManagerFacts
+    from bootimage_controller.core.skew.versions import OcpVersion
+
+    gates = frozenset({GATE_AWS_CAPI} if gate_on else ())
+    mco = MachineConfigOperator("4.23.0", OcpVersion.parse("4.23.0", "test"), gates)
+    facts = ClusterFacts(platform=platform, region="us-east-1", managers=ManagerFacts(mco=mco))
+    resource = "machinedeployments" if kind == "MachineDeployment" else "machinesets"
+    # Listed for both: the MCO and this controller read the same managedBootImages.
+    enrolled = enrollment(resource) if listed else enrollment()
+    obj = capi_object(kind, "pool", "AWSMachineTemplate", "aws-tmpl", owners=[cluster_owner()])
+    got = plan_capi(obj, aws(), G, facts, enrolled)
+    mco_writes = gate_on and platform == "AWS" and listed
+    assert got.manager == (Manager.MCO if mco_writes else Manager.OURS), got.manager_why
+    if mco_writes:
+        assert "ManagedBootImagesAWSCAPI" in got.manager_why
+
+
+def test_a_capi_machineset_its_machinedeployment_owns_is_not_the_mcos_own_pool() -> None:
+    from bootimage_controller.constants import Manager
+    from bootimage_controller.core.manager import GATE_AWS_CAPI, MachineConfigOperator, ManagerFacts
+    from bootimage_controller.core.skew.versions import OcpVersion
+
+    mco = MachineConfigOperator("4.23.0", OcpVersion.parse("4.23.0", "test"), frozenset({GATE_AWS_CAPI}))
+    facts = ClusterFacts(platform="AWS", region="us-east-1", managers=ManagerFacts(mco=mco))
+    owned = capi_object("MachineSet", "pool-abc", "AWSMachineTemplate", "aws-tmpl", owners=[
+        {"apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "MachineDeployment", "name": "pool", "uid": "md-1"}])
+    assert plan_capi(owned, aws(), G, facts, enrollment("machinesets")).manager is not Manager.MCO

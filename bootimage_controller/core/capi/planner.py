@@ -82,7 +82,7 @@ class _CapiPlanning:
     ) -> None:
         self.c, self.golden, self.facts, self.enrollment = capi, golden, facts, enrollment
         self.mapi_authority = mapi_authority
-        # Rule 2b for the CAPI object itself (the MCO never manages these; Hive and GitOps may).
+        # Rule 2b for the CAPI object itself (the MCO on AWS behind ManagedBootImagesAWSCAPI; Hive and GitOps).
         self.verdict = decide_manager(capi, facts.platform, facts.managers, enrollment, is_ours=is_our_owner_reference)
 
     def decision(self, action: Action, reason: Reason | str, message: str, **extra: Any) -> BootImageDecision:
