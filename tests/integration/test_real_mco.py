@@ -3,10 +3,11 @@
 The unmodified controller of openshift/machine-config-operator 7ff337a (../shared/tools/mco, its own
 process and user) and the daemon start at the same moment on a 4.22 AWS cluster installed at 4.12,
 on openshift/api's real CRDs, EC2 served by moto. A plain, a rhel-10, an Argo CD-tracked and a
-handed-over (by `hand-over`) MachineSet; then a golden-data change. At each step
+handed-over (by `hand-over`), a claimed and a Hive MachineSet; then a golden-data change. At each step
 `plan --from-cluster` says who writes what next, and that is what happens:
-- one writer per MachineSet (told apart by managedFields): the MCO the plain and the Argo CD one, the
-  daemon the rhel-10 and the handed-over one, which the MCO never writes;
+- one writer per MachineSet (told apart by managedFields): the MCO the plain, the Argo CD and the Hive
+  one (it reads neither mark), the daemon the rhel-10, the handed-over and the claimed one, which the
+  MCO never writes;
 - the Argo CD one is a writer conflict: exactly one BootImageWriterConflict naming the MCO and the
   fix; applying the fix (skew to Manual, the label, the MachineConfiguration patch; the operator's
   status as the operator copies it) stops the MCO writing it.
@@ -44,7 +45,9 @@ from kubernetes_asyncio import client as k8s_client
 
 from bootimage_controller.constants import (
     ANNOTATION_ARGOCD_TRACKING_ID,
+    CLAIM_HOLDER_NAME,
     LABEL_BOOT_IMAGE_WRITER,
+    LABEL_HIVE_MACHINE_POOL,
     LABEL_OSSTREAM,
     MAPI_NAMESPACE,
 )
@@ -135,6 +138,7 @@ async def arrange(api: k8s_client.ApiClient, binary: Path) -> Any:
     await apply(api, machineset_from_fixture(FIXTURE, "rhel10-pool", labels={LABEL_OSSTREAM: "rhel-10"}))
     await apply(api, machineset_from_fixture(FIXTURE, "argo-pool", annotations={ANNOTATION_ARGOCD_TRACKING_ID: ARGO_ID}))
     await apply(api, machineset_from_fixture(FIXTURE, "handed-pool"))
+    await apply(api, machineset_from_fixture(FIXTURE, "hive-pool", labels={LABEL_HIVE_MACHINE_POOL: "worker"}))
     node_disruption = printed(binary, "--print-node-disruption-status")
     await play_operator(api, node_disruption)
     return node_disruption
@@ -149,12 +153,16 @@ def targets(cm: dict[str, Any]) -> dict[str, str]:
     streams = json.loads(cm["data"]["streams"])
     at_ = {s: streams[s]["architectures"]["x86_64"]["images"]["aws"]["regions"]["us-east-1"]["image"] for s in streams}
     return {"mco-pool": at_["rhel-9"], "argo-pool": at_["rhel-9"], "rhel10-pool": at_["rhel-10"],
-            "handed-pool": at_["rhel-9"]}
+            "handed-pool": at_["rhel-9"], "claimed-pool": at_["rhel-9"], "hive-pool": at_["rhel-9"]}
 
 
-async def conflicts(api: k8s_client.ApiClient) -> list[dict[str, Any]]:
+async def conflicts(api: k8s_client.ApiClient, name: str = "argo-pool") -> list[dict[str, Any]]:
     doc = await kube_request(api, "GET", f"/api/v1/namespaces/{MAPI_NAMESPACE}/events")
-    return [e for e in doc["items"] if e["reason"] == "BootImageWriterConflict"]
+    return [e for e in doc["items"] if e["reason"] == "BootImageWriterConflict" and e["involvedObject"]["name"] == name]
+
+
+EXPECTED_NEXT = {"mco-pool": ("mco", "now"), "argo-pool": ("mco", "now"), "hive-pool": ("mco", "now"),
+                 "rhel10-pool": (OURS, "now"), "handed-pool": (OURS, "now"), "claimed-pool": (OURS, "now")}
 
 
 async def test_beside_the_real_mco_plan_says_who_writes_what_and_that_is_what_happens(
@@ -166,9 +174,12 @@ async def test_beside_the_real_mco_plan_says_who_writes_what_and_that_is_what_ha
         node_disruption = await arrange(api, binary)
         code, out, err = await cli(cluster, "hand-over", "handed-pool", "--yes")
         assert code == 0, out + err
+        holder = await kube_request(api, "GET", f"/api/v1/namespaces/{MAPI_NAMESPACE}/configmaps/{CLAIM_HOLDER_NAME}")
+        await apply(api, machineset_from_fixture(FIXTURE, "claimed-pool", owner_references=[{
+            "apiVersion": "v1", "kind": "ConfigMap", "name": CLAIM_HOLDER_NAME, "uid": holder["metadata"]["uid"],
+            "controller": True, "blockOwnerDeletion": False}]))
         said = await next_writes(cluster)
-        assert said == {"mco-pool": ("mco", "now"), "argo-pool": ("mco", "now"),
-                        "rhel10-pool": (OURS, "now"), "handed-pool": (OURS, "now")}, said
+        assert said == EXPECTED_NEXT, said
 
         mco_log = tmp_path / "mco.log"
         with running_real_mco(binary, cluster, moto_with_next_amis, mco_log):
@@ -181,10 +192,12 @@ async def test_beside_the_real_mco_plan_says_who_writes_what_and_that_is_what_ha
                 mco = writers(fleet["mco-pool"]) - {creator}
                 assert len(mco) == 1 and OURS not in mco, fleet["mco-pool"]["metadata"]["managedFields"]
                 assert writers(fleet["argo-pool"]) - {creator} == mco, "the MCO writes the Argo CD MachineSet"
-                assert writers(fleet["rhel10-pool"]) - {creator} == {OURS}
-                assert writers(fleet["handed-pool"]) - {creator} == {OURS}, "handed over: never the MCO's"
+                assert writers(fleet["hive-pool"]) - {creator} == mco, "the MCO writes the Hive MachineSet"
+                for ours in ("rhel10-pool", "handed-pool", "claimed-pool"):
+                    assert writers(fleet[ours]) - {creator} == {OURS}, f"{ours}: never the MCO's"
+                assert len(await conflicts(api, "hive-pool")) == 1
                 said = await conflicts(api)
-                assert len(said) == 1 and said[0]["involvedObject"]["name"] == "argo-pool"
+                assert len(said) == 1
                 message = said[0]["message"]
                 assert "the Machine Config Operator and GitOps both write" in message
 
@@ -194,14 +207,13 @@ async def test_beside_the_real_mco_plan_says_who_writes_what_and_that_is_what_ha
                 assert set(settled.values()) == {("nobody", "never")}, settled
                 next_cm = tmp_path / "next-coreos-bootimages.json"
                 next_cm.write_text(json.dumps(golden(True)))
-                assert await next_writes(cluster, "--bootimages", str(next_cm)) == {
-                    "mco-pool": ("mco", "now"), "argo-pool": ("mco", "now"),
-                    "rhel10-pool": (OURS, "now"), "handed-pool": (OURS, "now")}
+                assert await next_writes(cluster, "--bootimages", str(next_cm)) == EXPECTED_NEXT
                 await apply(api, golden(True))
                 second = targets(golden(True))
                 await wait_for(lambda: at(api, second), 90, "every MachineSet at the next images")
                 fleet = await list_machinesets(api)
-                assert writers(fleet["handed-pool"]) - {creator} == {OURS}
+                for ours in ("rhel10-pool", "handed-pool", "claimed-pool"):
+                    assert writers(fleet[ours]) - {creator} == {OURS}, f"{ours}: never the MCO's"
 
                 async def two_conflicts() -> bool:
                     return len(await conflicts(api)) >= 2
