@@ -62,7 +62,10 @@ class StandInMco:
             region = value["placement"]["region"]
             target = stream["architectures"]["x86_64"]["images"]["aws"]["regions"][region]["image"]
             if value.get("ami", {}).get("id") != target:
-                body = {"spec": {"template": {"spec": {"providerSpec": {"value": {"ami": {"id": target}}}}}}}
+                # As the real one sends it (../shared/tools/mco, measured): its typed round trip adds
+                # these two fields to the AWS providerSpec.
+                value = {"ami": {"id": target}, "capacityReservationId": "", "metadata": {"creationTimestamp": None}}
+                body = {"spec": {"template": {"spec": {"providerSpec": {"value": value}}}}}
                 await kube_request(self.api, "PATCH", f"{MS}/{meta['name']}", body, content_type=MERGE_PATCH)
                 self.writes[meta["name"]] += 1
         await self._report(len(items), skipped, cm["data"].get("releaseVersion", ""), managers)
