@@ -304,6 +304,9 @@ class Reason(StrEnum):
     # malformed id, a wrong type): the message names the stream, ConfigMap key and JSON path.
     BOOT_IMAGES_CONFIGMAP_INVALID = "BootImagesConfigMapInvalid"
     TARGET_IMAGE_NOT_FOUND = "TargetImageNotFound"
+    # The cloud says the target image is deprecated (AWS DeprecationTime past, GCP deprecated.state):
+    # never written (issue 34, item 4).
+    TARGET_IMAGE_DEPRECATED = "TargetImageDeprecated"
     CLOUD_UNAVAILABLE = "CloudUnavailable"
     HOT_LOOP = "HotLoop"
     USER_DATA_INVALID = "UserDataInvalid"
@@ -337,6 +340,7 @@ ACTIONABLE_SKIPS: Final = frozenset(
         Reason.MARKETPLACE_DATA_MISSING,
         Reason.MARKETPLACE_IMAGE_NOT_FOUND,
         Reason.TARGET_IMAGE_NOT_FOUND,
+        Reason.TARGET_IMAGE_DEPRECATED,
         Reason.OVA_UNAVAILABLE,
     }
 )
@@ -404,6 +408,8 @@ DEFAULT_RESYNC_PERIOD: Final = 10 * 60.0
 EVENT_CLAIM_HOLDS_UPGRADES: Final = "BootImageClaimWouldHoldUpgrades"
 # Two writers would change one MachineSet: the MCO and GitOps or Hive (SPEC section 3, writer conflicts).
 EVENT_WRITER_CONFLICT: Final = "BootImageWriterConflict"
+# The cloud says the image a MachineSet boots now is deprecated: scale-up may fail (SPEC section 6).
+EVENT_DEPRECATED: Final = "BootImageDeprecated"
 EVENT_COMPONENT: Final = "bootimage-controller"
 # The events.k8s.io/v1 `note` limit; core/v1 has none, but a longer message helps nobody.
 MAX_EVENT_MESSAGE: Final = 1024
@@ -420,6 +426,7 @@ METRIC_SKEW_NONE: Final = "bootimage_controller_skew_enforcement_none"
 METRIC_CLUSTER_BOOT_IMAGE: Final = "bootimage_controller_cluster_boot_image"  # _info appended
 METRIC_DISAGREEMENTS: Final = "bootimage_controller_disagreements"
 METRIC_WRITER_CONFLICTS: Final = "bootimage_controller_writer_conflicts"
+METRIC_DEPRECATED: Final = "bootimage_controller_boot_image_deprecated"
 # Per pool, for fleets that aggregate (Thanos, ACM Observability): which boot image, how old, how far behind.
 METRIC_POOL_BOOT_IMAGE: Final = "bootimage_controller_machineset_boot_image"  # _info appended
 METRIC_POOL_BOOT_IMAGE_AGE: Final = "bootimage_controller_machineset_boot_image_age_seconds"

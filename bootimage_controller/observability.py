@@ -41,6 +41,7 @@ from prometheus_client.core import GaugeMetricFamily
 from .constants import (
     METRIC_API_REQUESTS,
     METRIC_CLUSTER_BOOT_IMAGE,
+    METRIC_DEPRECATED,
     METRIC_DISAGREEMENTS,
     METRIC_EVENTS_PENDING,
     METRIC_LEADER,
@@ -283,6 +284,13 @@ DISAGREEMENTS = Gauge(
     "1 for each MachineSet the Machine Config Operator manages that stays on another boot image than this "
     "controller's target after the MCO's pass (Event BootImageDisagreement).",
     ["namespace", "name"],
+    registry=REGISTRY,
+)
+DEPRECATED = Gauge(
+    METRIC_DEPRECATED,
+    "1 for each MachineSet whose current boot image the cloud says is deprecated (AWS DeprecationTime past, "
+    "GCP deprecated.state); Event BootImageDeprecated.",
+    ["namespace", "name", "kind"],
     registry=REGISTRY,
 )
 WRITER_CONFLICTS = Gauge(

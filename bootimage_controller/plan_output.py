@@ -324,6 +324,9 @@ def _details(decisions: Sequence[BootImageDecision], width: int) -> list[str]:
     who would act and why); what will change is under "Next writes"."""
     out: list[str] = []
     for d in decisions:
+        if d.current_deprecated is not None:
+            out.extend(_wrap(f"{_display_name(d, False)}: its current boot image is deprecated: {d.current_deprecated}; "
+                             "scale-up may fail until it is updated", width, "  ", "    "))
         if d.action not in (Action.SKIP, Action.ERROR):
             continue
         theirs = d.manager != Manager.OURS

@@ -156,6 +156,10 @@ class PassReporter:
         for s in states:
             if s.disagreement is not None and s.disagreement.lasting:
                 obs.DISAGREEMENTS.labels(namespace=s.decision.namespace, name=s.decision.name).set(1)
+        obs.DEPRECATED.clear()
+        for s in states:
+            if s.decision.current_deprecated is not None:
+                obs.DEPRECATED.labels(namespace=s.decision.namespace, name=s.decision.name, kind=s.decision.kind).set(1)
         obs.WRITER_CONFLICTS.clear()
         for s in states:
             if s.conflict is not None:

@@ -20,6 +20,7 @@ import functools
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import boto3
@@ -211,7 +212,22 @@ def to_cloud_image(key: ImageKey, image: Mapping[str, Any]) -> CloudImage:
         description=description,
         release=release_in_text(name) or release_in_text(description),
         creation_date=str(created) if created is not None else None,
+        deprecated=deprecation(image.get("DeprecationTime"), datetime.now(UTC)),
     )
+
+
+def deprecation(value: Any, now: datetime) -> str | None:
+    """`DeprecationTime` (ISO 8601) in the past: the AMI is deprecated (EC2 hides it from listings
+    and new launches may be refused by policy); a future one is not yet."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        when = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return f"deprecated (DeprecationTime {value!r})"  # unreadable: say so rather than hide it
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return f"deprecated since {value} (EC2 DeprecationTime)" if when <= now else None
 
 
 # Marketplace rules are pure and shared with the planner: cloud/marketplace.py.

@@ -35,6 +35,7 @@ COMPUTE_READONLY_SCOPE = "https://www.googleapis.com/auth/compute.readonly"
 _PATH = re.compile(r"(?:^|/)projects/([^/]+)/global/images/(family/)?([^/]+)$")
 # Deprecation states after which new instances can no longer boot the image.
 _UNUSABLE_DEPRECATION = frozenset({"OBSOLETE", "DELETED"})
+_DEPRECATED_STATES = frozenset({"DEPRECATED", *_UNUSABLE_DEPRECATION})
 _RETRYABLE = (
     gexc.TooManyRequests,
     gexc.InternalServerError,
@@ -144,6 +145,7 @@ def to_cloud_image(key: ImageKey, project: str, image: Any) -> CloudImage:
         description=getattr(image, "description", None) or None,
         release=release_in_text(name),
         creation_date=getattr(image, "creation_timestamp", None) or None,
+        deprecated=f"{deprecation_state} (GCP deprecated.state)" if deprecation_state in _DEPRECATED_STATES else None,
     )
 
 

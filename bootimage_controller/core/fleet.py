@@ -56,6 +56,7 @@ class PoolRow:
     # Who writes it next and when (core.forecast, as plan says it); None for NodePools.
     next_write: Mapping[str, str] | None = None
     also_written_by: tuple[str, ...] = ()
+    current_deprecated: str | None = None  # the cloud says the current image is deprecated (plan's)
 
     def to_json(self, node_pool: bool = False) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -76,6 +77,7 @@ class PoolRow:
         if not node_pool:
             out["nextWrite"] = dict(self.next_write) if self.next_write is not None else None
             out["alsoWrittenBy"] = list(self.also_written_by)
+            out["currentDeprecated"] = self.current_deprecated
         if node_pool:
             out["release"] = self.release
             out["validPlatformImage"] = self.valid_platform_image
@@ -212,6 +214,7 @@ def pool_row(d: BootImageDecision, index: PublishedImageIndex, now: datetime, fo
         target=shown["target"],
         next_write=forecast.of(d).to_json() if forecast is not None else None,
         also_written_by=tuple(shown["alsoWrittenBy"]),
+        current_deprecated=d.current_deprecated,
     )
 
 

@@ -235,6 +235,8 @@ class BootImageDecision:
     # Who else will write this boot image (`alsoWrittenBy`: the MCO, for a Hive or GitOps MachineSet
     # it covers; SPEC section 3, writer conflicts).
     also_written_by: tuple[Manager, ...] = ()
+    # The cloud says the current image is deprecated: why (`currentDeprecated`; Event, metric).
+    current_deprecated: str | None = None
 
     @property
     def key(self) -> str:
@@ -259,6 +261,7 @@ class BootImageDecision:
             "currentRelease": self.current_release,
             "targetRelease": self.target_release,
             "alsoWrittenBy": [str(m) for m in self.also_written_by],
+            "currentDeprecated": self.current_deprecated,
         }
 
 

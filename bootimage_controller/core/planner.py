@@ -273,6 +273,7 @@ class _Planner:
             location=s.location,
             current_release_source=s.current_release_source,
             template=s.template,
+            current_deprecated=s.current_deprecated,
         )
 
     def _compare(self, t: Target) -> BootImageDecision:
@@ -286,6 +287,7 @@ class _Planner:
             "location": t.location,
             "current_release_source": t.current_release_source,
             "template": t.template,
+            "current_deprecated": t.current_deprecated,
         }
         if t.current == t.target:
             return self.decision(Action.NOOP, Reason.UP_TO_DATE, f"{self.r.display} boots the golden image", **extra)

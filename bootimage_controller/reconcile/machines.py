@@ -43,7 +43,7 @@ from .delegation import Delegation
 from .keys import CLAIMS_KEY, is_claimed, machine_key, split_key, uid_of
 from .kinds import MachineKind
 from .ledger import LedgerWriteFailed
-from .notices import EventSink, conflict_event, event_for, involved, says_nothing_new
+from .notices import EventSink, conflict_event, deprecated_event, event_for, involved, says_nothing_new
 from .state import MachineSetState, Outcomes
 from .store import ClusterView, InformerStore
 from .vsphere import FencedTemplateRefresh, tell_template_sharers
@@ -365,9 +365,9 @@ class MachineReconciler:
         events = self.c.events
         if events is None or not self.c.may_write():
             return
-        conflict = conflict_event(previous, state)
-        if conflict is not None:
-            events.post(involved(obj), *conflict)
+        for notice in (conflict_event(previous, state), deprecated_event(previous, state)):
+            if notice is not None:
+                events.post(involved(obj), *notice)
         event = event_for(previous, state)
         if event is None:
             return

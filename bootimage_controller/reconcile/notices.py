@@ -8,6 +8,7 @@ from typing import Any, Protocol
 
 from ..constants import (
     ACTIONABLE_SKIPS,
+    EVENT_DEPRECATED,
     EVENT_DISAGREEMENT,
     EVENT_FAILED,
     EVENT_HOT_LOOP,
@@ -127,3 +128,15 @@ def conflict_event(previous: MachineSetState | None, state: MachineSetState) -> 
     if was is not None and was.target == found.target:
         return None
     return EVENT_TYPE_WARNING, EVENT_WRITER_CONFLICT, found.message()
+
+
+def deprecated_event(previous: MachineSetState | None, state: MachineSetState) -> Notice | None:
+    """`BootImageDeprecated`, once per deprecated current image, whoever manages the MachineSet:
+    scale-up boots that image, and a cloud may refuse new machines from it."""
+    why = state.decision.current_deprecated
+    if why is None or (previous is not None and previous.decision.current_deprecated == why):
+        return None
+    d = state.decision
+    fix = (f"this controller will move it to {d.target_release or 'the golden image'}" if d.action is Action.PATCH
+           else f"it is not updated now ({d.action} {d.reason})")
+    return EVENT_TYPE_WARNING, EVENT_DEPRECATED, f"the boot image is deprecated: {why}; scale-up may fail; {fix}"

@@ -189,3 +189,37 @@ async def test_verifier_fills_marketplace_candidates(aws_env: str, aws_creds: Aw
     dates = [c.creation_date or "" for c in found.images]
     assert dates == sorted(dates, reverse=True)
     verifier.close()
+
+
+def test_deprecation_time_in_the_past_makes_an_ami_deprecated_over_http(
+    aws_env: str, aws_creds: AwsCredentials, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """EC2's `DeprecationTime` (moto does not model it: a responder in front of moto adds it, as EC2
+    sends it): past is deprecated, future is not yet (issue 34, item 4)."""
+    from .deprecating import deprecating_ec2
+
+    old, _ = stream_ami("installer-4.16-416.94.202405291527-0-rhcos.json", "x86_64", "us-east-1")
+    new, _ = stream_ami("installer-release-4.19-rhcos.json", "x86_64", "us-east-1")
+    with deprecating_ec2(aws_env, {old: "2025-06-01T00:00:00.000Z", new: "2099-01-01T00:00:00.000Z"}) as url:
+        monkeypatch.setenv("AWS_ENDPOINT_URL_EC2", url)
+        images = AwsImages(aws_creds, OPTIONS)
+        try:
+            stale = images.describe_image("us-east-1", old)
+            fresh = images.describe_image("us-east-1", new)
+        finally:
+            images.close()
+    assert stale.exists and stale.available
+    assert stale.deprecated == "deprecated since 2025-06-01T00:00:00.000Z (EC2 DeprecationTime)"
+    assert fresh.exists and fresh.deprecated is None, "a DeprecationTime still ahead is not deprecated yet"
+
+
+def test_deprecation_reads_iso_times_and_names_an_unreadable_one() -> None:
+    from datetime import UTC, datetime
+
+    from bootimage_controller.cloud.aws import deprecation
+
+    now = datetime(2026, 11, 27, tzinfo=UTC)
+    assert deprecation("2026-11-26T23:59:59.000Z", now) is not None
+    assert deprecation("2026-11-28T00:00:00Z", now) is None
+    assert deprecation(None, now) is None and deprecation("", now) is None
+    assert deprecation("next tuesday", now) == "deprecated (DeprecationTime 'next tuesday')"

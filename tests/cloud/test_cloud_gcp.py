@@ -151,3 +151,14 @@ async def test_one_lookup_serves_every_zone(fake_cloud: FakeCloud, gcp_creds: Gc
     assert [facts.images[k].key for k in keys] == keys
     assert {facts.images[k].release for k in keys} == {release}
     verifier.close()
+
+
+@pytest.mark.parametrize(("state", "available"), [("DEPRECATED", True), ("OBSOLETE", False), ("DELETED", False)])
+def test_a_deprecated_image_says_so(fake_cloud: FakeCloud, images: GcpImages, state: str, available: bool) -> None:
+    project, name, _release = stream_gcp("installer-release-4.16-rhcos.json")
+    fake_cloud.add_gcp_image(project, name, deprecated={"state": state})
+    image = images.get_image(f"projects/{project}/global/images/{name}")
+    assert image.available is available
+    assert image.deprecated == f"{state} (GCP deprecated.state)"
+    fake_cloud.add_gcp_image(project, name)
+    assert images.get_image(f"projects/{project}/global/images/{name}").deprecated is None

@@ -208,3 +208,52 @@ async def test_an_outage_that_ends_is_noticed_without_an_edit(
             assert not task.done()
     finally:
         await relay.stop()
+
+
+async def test_a_deprecated_current_ami_is_said_and_a_deprecated_target_never_written(
+    kube_cluster: TestCluster, kube_api: Any, moto: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """EC2 over HTTP (moto, with DeprecationTime added by a responder in front of it, as EC2 sends
+    it): the 4.16 AMI both MachineSets boot is deprecated, and so is the us-east-2 target. us-east-1
+    is patched (its target is fine) after a BootImageDeprecated Warning; us-east-2 is never written:
+    skip TargetImageDeprecated, the Warning, the metric (issue 34, item 4)."""
+    from cloud.deprecating import deprecating_ec2
+    from harness.objects import kube_request
+
+    from bootimage_controller import observability as obs
+    from bootimage_controller.constants import METRIC_DEPRECATED
+
+    past = "2025-06-01T00:00:00.000Z"
+    with deprecating_ec2(moto, {AWS_416: past, AWS_422_US_EAST_2: past}) as url:
+        monkeypatch.setenv("AWS_ENDPOINT_URL_EC2", url)
+        await aws_cluster_with_credentials(kube_api)
+        east2 = ms_fixture("aws-x86_64-us-east-1a-4.16.yaml", "east-2")
+        east2["spec"]["template"]["spec"]["providerSpec"]["value"]["placement"] = {
+            "availabilityZone": "us-east-2a", "region": "us-east-2"}
+        await apply(kube_api, east2)
+        before = await list_machinesets(kube_api)
+
+        async def events(name: str, reason: str) -> list[dict[str, Any]]:
+            doc = await kube_request(kube_api, "GET", f"/api/v1/namespaces/{MAPI_NAMESPACE}/events")
+            return [e for e in doc["items"] if e["involvedObject"].get("name") == name and e.get("reason") == reason]
+
+        async with daemon_task(kube_cluster.kubeconfig):
+            async def east1_patched() -> bool:
+                return bool(ami_of(await list_machinesets(kube_api), "east-1") == {"id": AWS_422_US_EAST_1})
+
+            await wait_for(east1_patched, 60, "the us-east-1 patch")
+
+            async def east2_said() -> bool:
+                return bool(await events("east-2", "BootImageDeprecated")) and bool(
+                    await events("east-2", EVENT_SKIPPED))
+
+            await wait_for(east2_said, 30, "the us-east-2 deprecation Warnings")
+            for name in ("east-1", "east-2"):
+                said = await events(name, "BootImageDeprecated")
+                assert len(said) == 1 and AWS_416 in said[0]["message"] and said[0]["type"] == "Warning"
+            skipped = await events("east-2", EVENT_SKIPPED)
+            assert "TargetImageDeprecated" in skipped[0]["message"] or AWS_422_US_EAST_2 in skipped[0]["message"]
+            assert obs.REGISTRY.get_sample_value(
+                METRIC_DEPRECATED, {"namespace": MAPI_NAMESPACE, "name": "east-2", "kind": "MachineSet"}) == 1
+        after = await list_machinesets(kube_api)
+    assert after["east-2"]["metadata"]["resourceVersion"] == before["east-2"]["metadata"]["resourceVersion"]

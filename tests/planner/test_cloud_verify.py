@@ -101,3 +101,32 @@ def test_no_location_to_look_in_is_never_patched() -> None:
     assert "no region, zone or location" in d.message
     # Offline the same MachineSet is planned as usual.
     assert plan(obj).action is Action.PATCH
+
+
+CURRENT = {  # the fixtures' 4.16 images, as the lookup names them
+    "AWS": ImageKey("AWS", "us-east-1", "ami-05483066c3caaccf5"),
+}
+
+
+@pytest.mark.parametrize("platform", ["AWS", "GCP"])
+def test_a_deprecated_target_is_never_written(platform: str) -> None:
+    ms, key = PLATFORMS[platform]
+    facts = CloudFacts(images={key: CloudImage(key, exists=True, available=True, deprecated="deprecated since X")})
+    d = plan(machineset(ms), facts=facts_with(facts, [platform]))
+    assert (d.action, d.reason) == (Action.SKIP, Reason.TARGET_IMAGE_DEPRECATED)
+    assert key.image in d.message and "deprecated since X" in d.message and not d.changes
+
+
+def test_a_deprecated_current_image_is_named_and_still_replaced() -> None:
+    ms, key = PLATFORMS["AWS"]
+    current = CURRENT["AWS"]
+    facts = CloudFacts(images={key: CloudImage(key, exists=True, available=True),
+                               current: CloudImage(current, exists=True, available=True, deprecated="deprecated since Y")})
+    d = plan(machineset(ms), facts=facts_with(facts, ["AWS"]))
+    assert d.action is Action.PATCH
+    assert d.current_deprecated == "ami-05483066c3caaccf5 is deprecated since Y"
+    assert d.to_json()["currentDeprecated"] == d.current_deprecated
+    both = CloudFacts(images={key: CloudImage(key, exists=True, available=True, deprecated="deprecated since Z"),
+                              current: CloudImage(current, exists=True, available=True, deprecated="deprecated since Y")})
+    skipped = plan(machineset(ms), facts=facts_with(both, ["AWS"]))
+    assert skipped.reason == Reason.TARGET_IMAGE_DEPRECATED and skipped.current_deprecated is not None

@@ -31,6 +31,8 @@ class CloudImage:
     description: str | None = None
     release: str | None = None  # RHCOS build id read from the name/description/version
     creation_date: str | None = None
+    # Why the cloud calls it deprecated (AWS DeprecationTime in the past, GCP deprecated.state), or None.
+    deprecated: str | None = None
 
 
 @dataclass(frozen=True)

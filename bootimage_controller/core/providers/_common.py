@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from ...constants import Platform, Reason
@@ -140,11 +141,15 @@ def skip_from(target: Target, reason: Reason, message: str) -> Skip:
         target=target.target,
         target_release=target.target_release,
         location=target.location,
+        current_deprecated=target.current_deprecated,
     )
 
 
-def verify_target(ctx: RuleContext, platform: Platform, target: Target, image: str) -> Target | Skip:
-    """SPEC rule 9: the target must exist and be available where the MachineSet runs.
+def verify_target(
+    ctx: RuleContext, platform: Platform, target: Target, image: str, current_image: str | None = None
+) -> Target | Skip:
+    """SPEC rule 9: the target must exist, be available and not be deprecated where the MachineSet
+    runs; and what the cloud says of the current image (`current_image`): deprecated or not.
 
     Checked only when the cloud was asked about this platform and the decision would otherwise be
     a patch (an up-to-date MachineSet needs nothing from the cloud). A lookup that failed is a
@@ -153,6 +158,9 @@ def verify_target(ctx: RuleContext, platform: Platform, target: Target, image: s
     facts = ctx.facts
     if facts.cloud is None or platform not in facts.cloud_platforms or target.current == target.target:
         return target
+    current = facts.cloud.image(image_key(platform, target.location, current_image)) if current_image else None
+    if current is not None and current.deprecated:
+        target = replace(target, current_deprecated=f"{current_image} is {current.deprecated}")
     if not target.location:
         return skip_from(
             target,
@@ -183,6 +191,13 @@ def verify_target(ctx: RuleContext, platform: Platform, target: Target, image: s
             Reason.TARGET_IMAGE_NOT_FOUND,
             f"{ctx.resource.display}: target image {image} exists {where} but is not available yet; "
             "not patching until it is",
+        )
+    if found.deprecated:
+        return skip_from(
+            target,
+            Reason.TARGET_IMAGE_DEPRECATED,
+            f"{ctx.resource.display}: target image {image} {where} is {found.deprecated}; not patching to a "
+            "deprecated image (new machines could fail to launch from it): a release with a current image fixes it",
         )
     return target
 

@@ -114,7 +114,7 @@ def _standard(ctx: RuleContext, read: SpecReader, ami: _Ami, cloud: CloudImage |
     if winli is not None:
         return winli
     if known is not None:
-        return verify_target(ctx, Platform.AWS, _with_release(target, known), entry.image)
+        return verify_target(ctx, Platform.AWS, _with_release(target, known), entry.image, ami.id)
     return _not_known(ctx, read, ami, cloud, target)
 
 

@@ -48,6 +48,7 @@ class Target:
     current_release_source: str | None = None  # a skew.record.ReleaseSource value
     location: str | None = None
     template: TemplateWork | None = None  # vSphere: what to look up / build in vCenter
+    current_deprecated: str | None = None  # the cloud says the current image is deprecated: why
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,7 @@ class Skip:
     target_release: str | None = None
     location: str | None = None
     template: TemplateWork | None = None
+    current_deprecated: str | None = None
 
 
 @dataclass(frozen=True)

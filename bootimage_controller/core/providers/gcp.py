@@ -82,7 +82,7 @@ class GcpRules:
             current_release_source=str(source) if source else None,
             location=zone,
         )
-        return verify_target(ctx, Platform.GCP, result, target)
+        return verify_target(ctx, Platform.GCP, result, target, shown.image)
 
 
 def dotted_disk(disk: _BootDisk) -> str:
