@@ -48,6 +48,16 @@ INFRA_TEMPLATES: Final = {
     "AzureMachineTemplate": ("v1beta1", "azuremachinetemplates"),
     "VSphereMachineTemplate": ("v1beta1", "vspheremachinetemplates"),
 }
+# The infrastructure machines a template's Machines are cloned into (template kind -> (version,
+# plural)), and the annotation CAPI writes on each naming the template it was cloned from: a template
+# a machine was cloned from is in use until that machine is gone (docs/capi.md, "Where the boot image is, and what is written").
+INFRA_MACHINES: Final = {
+    "AWSMachineTemplate": ("v1beta2", "awsmachines"),
+    "GCPMachineTemplate": ("v1beta1", "gcpmachines"),
+    "AzureMachineTemplate": ("v1beta1", "azuremachines"),
+    "VSphereMachineTemplate": ("v1beta1", "vspheremachines"),
+}
+ANNOTATION_CLONED_FROM_NAME: Final = "cluster.x-k8s.io/cloned-from-name"
 # Machine API MachineSet status.authoritativeAPI (the MachineAPIMigration feature).
 AUTHORITATIVE_MACHINE_API: Final = "MachineAPI"
 NON_AUTHORITATIVE: Final = frozenset({"ClusterAPI", "Migrating"})

@@ -33,7 +33,9 @@ from .constants import (
     CPMS_KIND,
     CPMS_PLURAL,
     CPMS_VERSION,
+    INFRA_MACHINES,
     INFRA_TEMPLATES,
+    INFRASTRUCTURE_GROUP,
     JSON_PATCH,
     MACHINE_API_GROUP,
     MACHINESET_PLURAL,
@@ -278,6 +280,19 @@ class MachineSetWriter:
         if want != have:
             raise Conflict(f"create {kind} {namespace}/{name}", 409, "AlreadyExists",
                            "a template of that name exists with another spec; not using it")
+
+    async def list_infra_machines(self, template_kind: str, namespace: str) -> list[dict[str, Any]]:
+        """The infrastructure machines cloned from templates of this kind (none without the CRD)."""
+        version, plural = INFRA_MACHINES[template_kind]
+        try:
+            found = await api_call(
+                lambda: self.custom.list_namespaced_custom_object(INFRASTRUCTURE_GROUP, version, namespace, plural),
+                what=f"list {plural}.{INFRASTRUCTURE_GROUP}",
+            )
+        except NotFound:
+            return []
+        items: list[dict[str, Any]] = found.get("items", [])
+        return items
 
     async def delete_template(self, kind: str, api_version: str, namespace: str, name: str, uid: str) -> bool:
         """Delete one template, only the one with this uid (a precondition). False when gone already."""

@@ -17,8 +17,9 @@ from typing import Any, Protocol
 
 import structlog
 
-from ..constants import ANNOTATION_REPLACES, MACHINESET_KIND
+from ..constants import MACHINESET_KIND
 from ..core.capi.resources import INFRA_REF_PATH, CapiObject, capi_kind_key
+from ..core.capi.retire import templates_to_retire
 from ..core.capi.work import CapiWork
 from ..core.model import BootImageDecision, MachineResource, Refusal, get_path
 from ..kube.errors import ApiError
@@ -112,19 +113,18 @@ class ClusterApiKind:
                         kind=decision.capi.template_kind, namespace=decision.capi.namespace, error=str(exc))
 
     async def _retire_template(self, work: CapiWork) -> None:
-        old = self.store.get(work.template_kind, work.namespace, work.old_name)
-        retire = ((old or {}).get("metadata") or {}).get("annotations", {}).get(ANNOTATION_REPLACES)
-        if not retire or retire in (work.old_name, work.new_name):
-            return
-        target = self.store.get(work.template_kind, work.namespace, retire)
-        if target is None:
-            return
-        # A live list, not the cache: a reference written a moment ago must keep the template.
+        """Delete the old templates nothing needs any more (core.capi.retire): judged from live lists,
+        not the cache, so a reference or a machine made a moment ago keeps its template."""
+        templates = {str(get_path(t, ("metadata", "name"))): t for t in self.store.list(work.template_kind)
+                     if get_path(t, ("metadata", "namespace")) == work.namespace}
+        current = {work.new_name}
         for obj in await fresh_capi(self.scope.writer.custom, self.capi_version):
             ref = get_path(obj, INFRA_REF_PATH) or {}
-            if ref.get("kind") == work.template_kind and ref.get("name") == retire:
-                return
-        meta = target.get("metadata") or {}
-        with write_preconditions(self.upgrade_gate):
-            await self.scope.writer.delete_template(work.template_kind, str(target.get("apiVersion")), work.namespace,
-                                                    retire, str(meta.get("uid", "")))
+            if ref.get("kind") == work.template_kind and isinstance(ref.get("name"), str):
+                current.add(ref["name"])
+        machines = await self.scope.writer.list_infra_machines(work.template_kind, work.namespace)
+        for name in templates_to_retire(templates, current, machines):
+            meta = templates[name].get("metadata") or {}
+            with write_preconditions(self.upgrade_gate):
+                await self.scope.writer.delete_template(work.template_kind, str(templates[name].get("apiVersion")),
+                                                        work.namespace, name, str(meta.get("uid", "")))

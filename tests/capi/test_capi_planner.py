@@ -53,9 +53,10 @@ def test_a_stale_aws_template_is_copied_with_only_the_ami_changed() -> None:
     assert body["spec"]["template"]["spec"] == {"ami": target_ami, "instanceType": "m6i.xlarge"}
     assert body["metadata"]["name"] == new_name and "uid" not in body["metadata"]
     assert body["metadata"]["annotations"]["machineconfiguration.openshift.io/boot-image-replaces"] == "aws-tmpl"
-    # Deterministic: the same content gives the same name, from the base name.
-    assert new_name == new_template_name("aws-tmpl", body["spec"]["template"]["spec"])
-    assert new_template_name(new_name, {"x": 1}).startswith("aws-tmpl-bic-")
+    # Named as cluster-capi-operator names templates (and the MCO those of a CAPI pool): the pool's
+    # name and the FNV-1a 32 of the spec's JSON, computed here from the documented algorithm.
+    assert new_name == f"workers-{_fnv1a32_hex(body['spec']['template']['spec'])}"
+    assert new_name == new_template_name("workers", body["spec"]["template"]["spec"])
 
 
 def test_an_up_to_date_template_is_a_noop() -> None:
@@ -226,3 +227,57 @@ def test_a_capi_machineset_its_machinedeployment_owns_is_not_the_mcos_own_pool()
     owned = capi_object("MachineSet", "pool-abc", "AWSMachineTemplate", "aws-tmpl", owners=[
         {"apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "MachineDeployment", "name": "pool", "uid": "md-1"}])
     assert plan_capi(owned, aws(), G, facts, enrollment("machinesets")).manager is not Manager.MCO
+
+
+def _fnv1a32_hex(spec: Any) -> str:
+    """GenerateInfraMachineTemplateNameWithSpecHash's hash, written out: FNV-1a 32 (offset basis
+    2166136261, prime 16777619) over the spec as Go's json.Marshal writes an unstructured map (keys
+    sorted, no spaces, <, > and & escaped), as 8 hex digits."""
+    import json
+
+    text = json.dumps(spec, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    text = text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    h = 2166136261
+    for byte in text.encode():
+        h = ((h ^ byte) * 16777619) % 2**32
+    return f"{h:08x}"
+
+
+def test_the_fnv_hash_is_go_s_and_go_escapes_html_characters() -> None:
+    from bootimage_controller.core.capi.resources import fnv1a32, go_json
+
+    assert fnv1a32(b"Hello world") == 1498229191  # Hugo's hash.FNV32a documentation, Go's hash/fnv
+    assert fnv1a32(b"") == 2166136261
+    assert go_json({"b": "<a&b>", "a": 1}) == b'{"a":1,"b":"\\u003ca\\u0026b\\u003e"}'
+    assert new_template_name("w", {"ami": {"id": "ami-1"}}) == f"w-{_fnv1a32_hex({'ami': {'id': 'ami-1'}})}"
+    assert len(new_template_name("x" * 300, {})) == 253
+
+
+def test_the_copy_keeps_its_owner_references_without_block_owner_deletion() -> None:
+    owner = {**cluster_owner(), "controller": True, "blockOwnerDeletion": True}
+    tmpl = template("AWSMachineTemplate", "aws-tmpl", {"ami": {"id": AWS_416}, "instanceType": "m6i.xlarge"},
+                    owners=[owner])
+    d = decide(capi_object("MachineSet", "workers", "AWSMachineTemplate", "aws-tmpl"), tmpl)
+    refs = d.capi.new_template["metadata"]["ownerReferences"]
+    assert refs == [{k: v for k, v in owner.items() if k != "blockOwnerDeletion"}]
+
+
+def test_old_templates_go_when_nothing_uses_them_any_more() -> None:
+    from bootimage_controller.core.capi.retire import templates_to_retire
+
+    def t(name: str, replaces: str | None = None) -> dict[str, Any]:
+        annotations = {"machineconfiguration.openshift.io/boot-image-replaces": replaces} if replaces else {}
+        return {"metadata": {"name": name, "annotations": annotations}}
+
+    def machine(cloned_from: str) -> dict[str, Any]:
+        return {"metadata": {"annotations": {"cluster.x-k8s.io/cloned-from-name": cloned_from}}}
+
+    chain = {"t0": t("t0"), "w-1": t("w-1", "t0"), "w-2": t("w-2", "w-1"), "w-3": t("w-3", "w-2"),
+             "other": t("other")}
+    # Current w-3; w-2 kept for rollback; t0 and w-1 go; a template nobody here made stays.
+    assert templates_to_retire(chain, {"w-3"}, []) == ["t0", "w-1"]
+    # A machine still running from t0 (of any MachineSet) keeps it; another pool's current one is kept.
+    assert templates_to_retire(chain, {"w-3", "w-1"}, [machine("t0")]) == []
+    # The first naming scheme is recognised: an old `-bic-` template no longer in use goes.
+    old = {**chain, "t0-bic-0123abcd": t("t0-bic-0123abcd")}
+    assert "t0-bic-0123abcd" in templates_to_retire(old, {"w-3"}, [])

@@ -29,6 +29,7 @@ from bootimage_controller.constants import (
     CPMS_PLURAL,
     DEFAULT_CLUSTER_OPERATOR,
     GCP_CREDENTIALS_SECRET,
+    INFRA_MACHINES,
     INFRA_TEMPLATES,
     INFRASTRUCTURE_GROUP,
     INFRASTRUCTURE_NAME,
@@ -133,6 +134,8 @@ CONTROLLER_REQUESTS = [
       for v in ("list", "watch", "create")),
     *(_req(v, (INFRASTRUCTURE_GROUP, plural), CAPI_NAMESPACE, "t0") for _, plural in INFRA_TEMPLATES.values()
       for v in ("get", "delete")),
+    # Before an old template goes: the machines cloned from templates (core/capi/retire.py).
+    *(_req("list", (INFRASTRUCTURE_GROUP, plural), CAPI_NAMESPACE) for _, plural in INFRA_MACHINES.values()),
     *(_req(v, CM, CAPI_NAMESPACE, CLAIM_HOLDER_NAME) for v in ("list", "watch", "get", "patch")),
     _req("create", CM, CAPI_NAMESPACE),
     *(_req(v, ("", "events"), CAPI_NAMESPACE) for v in ("create", "patch")),

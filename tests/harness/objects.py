@@ -44,6 +44,7 @@ from bootimage_controller.constants import (
     CPMS_NAME,
     CPMS_PLURAL,
     CPMS_VERSION,
+    INFRA_MACHINES,
     INFRA_TEMPLATES,
     INFRASTRUCTURE_NAME,
     INFRASTRUCTURE_PLURAL,
@@ -151,6 +152,10 @@ RESOURCES: Final[tuple[Resource, ...]] = (
     *(
         Resource(f"infrastructure.cluster.x-k8s.io/{version}", kind, plural, True, True)
         for kind, (version, plural) in INFRA_TEMPLATES.items()
+    ),
+    *(  # the machines cloned from those templates (AWSMachine, ...)
+        Resource(f"infrastructure.cluster.x-k8s.io/{version}", kind.removesuffix("Template"), plural, True, True)
+        for kind, (version, plural) in INFRA_MACHINES.items()
     ),
 )
 _BY_TYPE: Final = {(r.api_version, r.kind): r for r in RESOURCES}
@@ -738,6 +743,7 @@ RESET_CAPI_KINDS: Final = (
     ("cluster.x-k8s.io/v1beta1", "MachineSet"),
     ("cluster.x-k8s.io/v1beta1", "MachineDeployment"),
     *((f"infrastructure.cluster.x-k8s.io/{v}", kind) for kind, (v, _) in INFRA_TEMPLATES.items()),
+    *((f"infrastructure.cluster.x-k8s.io/{v}", kind.removesuffix("Template")) for kind, (v, _) in INFRA_MACHINES.items()),
     ("cluster.x-k8s.io/v1beta1", "Cluster"),
 )
 

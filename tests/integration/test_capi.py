@@ -277,7 +277,7 @@ async def test_plan_reads_capi_objects_and_templates_from_files(tmp_path: Path) 
     row = json.loads(result.stdout)["machineSets"][0]
     assert (row["kind"], row["action"], row["field"]) == ("MachineSet.cluster.x-k8s.io", "patch", "spec.template.spec.ami")
     assert row["current"] == {"template": "AWSMachineTemplate/t0", "image": {"id": AWS_416}}
-    assert row["target"]["image"] == {"id": AWS_422} and row["target"]["template"].startswith("AWSMachineTemplate/t0-bic-")
+    assert row["target"]["image"] == {"id": AWS_422} and row["target"]["template"].startswith("AWSMachineTemplate/workers-")
     # For GitOps: the new template and the MachineSet pointing at it, nothing else changed.
     new_name = row["target"]["template"].split("/", 1)[1]
     written = {p.name: yaml.safe_load(p.read_text()) for p in out.iterdir()}
@@ -288,3 +288,39 @@ async def test_plan_reads_capi_objects_and_templates_from_files(tmp_path: Path) 
     original = capi_object("MachineSet", "workers", "AWSMachineTemplate", "t0")
     patched["spec"]["template"]["spec"]["infrastructureRef"]["name"] = "t0"
     assert patched == original
+
+
+async def test_an_old_template_a_machine_was_cloned_from_stays_until_that_machine_is_gone(
+    kube_cluster: TestCluster, kube_api: Any
+) -> None:
+    """As MCO #6447: an old template is deleted only when no machine (of any MachineSet) was cloned
+    from it and nothing names it (issue 34, item 2)."""
+    cluster = await arrange(kube_api, "AWS", "machinesets")
+    await apply(kube_api, template("AWSMachineTemplate", "workers-t0", {"ami": {"id": AWS_416}, "instanceType": "m6i.xlarge"},
+                                   owners=[cluster]))
+    await apply(kube_api, capi_object("MachineSet", "workers", "AWSMachineTemplate", "workers-t0", owners=[cluster]))
+    machine = {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2", "kind": "AWSMachine",
+               "metadata": {"name": "workers-abcde", "namespace": CAPI_NAMESPACE,
+                            "annotations": {"cluster.x-k8s.io/cloned-from-name": "workers-t0"}},
+               "spec": {"ami": {"id": AWS_416}}}
+    await apply(kube_api, machine)
+    assert await once(kube_cluster) == 0  # t1
+    await apply(kube_api, next_release_golden())
+    assert await once(kube_cluster) == 0  # t2: t0 would go two updates on, but a machine runs from it
+    t2_name = ref_name((await capi_items(kube_api, "machinesets"))["workers"])
+    assert "workers-t0" in await templates(kube_api), "a machine was cloned from it: kept"
+    assert t2_name.startswith("workers-") and "-bic-" not in t2_name
+    await kube_request(kube_api, "DELETE", f"{INFRA.format(version='v1beta2', plural='awsmachines')}/workers-abcde")
+    third = next_release_golden()
+    stream = json.loads(third["data"]["stream"])
+    stream["architectures"]["x86_64"]["images"]["aws"]["regions"]["us-east-1"]["image"] = "ami-0f00000000000000c"
+    third["data"]["stream"] = json.dumps(stream)
+    # The image it boots now stays in the golden data (another stream), so it is a known RHCOS image.
+    streams = json.loads(third["data"]["streams"])
+    streams["rhel-9"]["architectures"]["x86_64"]["images"]["aws"]["regions"]["us-east-1"]["image"] = NEXT_AMI
+    third["data"]["streams"] = json.dumps(streams)
+    await apply(kube_api, third)
+    assert await once(kube_cluster) == 0  # t3: the next update looks again
+    found = await templates(kube_api)
+    assert "workers-t0" not in found, "the machine is gone: deleted at the next update"
+    assert t2_name in found, "the template the current one replaced stays, for rollback"

@@ -34,7 +34,7 @@ from ..context import ClusterFacts
 from ..enrollment import Enrollment
 from ..golden import GoldenBootImages
 from ..manager import decide_manager
-from ..model import BootImageDecision, FieldChange, dotted
+from ..model import BootImageDecision, FieldChange, dotted, is_mapping
 from ..planner import is_our_owner_reference, plan_machine
 from .adapters import ADAPTERS, Adapter
 from .resources import (
@@ -184,7 +184,7 @@ class _CapiPlanning:
         for change in d.changes:
             rel, value = adapter.to_template(tuple(change.path[len(PSP):]), change.new)
             _set(new_spec, rel, value)
-        new_name = new_template_name(tmpl.name, new_spec)
+        new_name = new_template_name(c.name, new_spec)
         body = _template_body(tmpl, new_name, new_spec)
         work = CapiWork(tmpl.kind, tmpl.api_version, c.namespace, tmpl.name, new_name, body, rollout=c.is_deployment)
         note = f"; {ROLLOUT_NOTE}" if c.is_deployment else ""
@@ -219,6 +219,12 @@ def _template_body(tmpl: InfraTemplate, new_name: str, new_spec: Mapping[str, An
     annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k not in _DROPPED_ANNOTATIONS}
     annotations[ANNOTATION_REPLACES] = tmpl.name
     meta["annotations"] = annotations
+    # The copied owner references (the Cluster) without blockOwnerDeletion: setting it needs update on
+    # the owner's finalizers, which nothing here has or needs (as cluster-capi-operator and MCO #6447).
+    owners = [{k: v for k, v in ref.items() if k != "blockOwnerDeletion"} for ref in meta.get("ownerReferences") or []
+              if is_mapping(ref)]
+    if owners:
+        meta["ownerReferences"] = owners
     body["metadata"] = meta
     body.pop("status", None)
     body.setdefault("spec", {}).setdefault("template", {})["spec"] = dict(new_spec)

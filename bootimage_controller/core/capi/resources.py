@@ -7,7 +7,6 @@ name are what matter (templates live in the object's namespace).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections.abc import Mapping
@@ -207,14 +206,45 @@ def is_template_kind(kind: str, group: str) -> bool:
     return kind in INFRA_TEMPLATES and group in ("", INFRASTRUCTURE_GROUP)
 
 
-def new_template_name(old_name: str, new_spec: Mapping[str, Any]) -> str:
-    """Deterministic: from the old name (without a suffix of ours) and the new content, so a retry
-    or a second replica names the same template."""
-    match = _OURS.match(old_name)
-    base = match.group("base") if match else old_name
-    digest = hashlib.sha256(json.dumps(new_spec, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:8]
-    suffix = f"-bic-{digest}"
+def new_template_name(base: str, new_spec: Mapping[str, Any]) -> str:
+    """`<base>-<FNV-1a 32 of the spec's JSON, 8 hex digits>`, as cluster-capi-operator's
+    `GenerateInfraMachineTemplateNameWithSpecHash` names templates and as the MCO names the ones it
+    creates for a CAPI pool (MCO #6447: the base is the MachineSet's or MachineDeployment's name):
+    the same spec gives the same object, whoever creates it, a retry or a second replica included.
+
+    The spec (the template's `spec.template.spec`) is hashed as Go marshals an unstructured object:
+    keys sorted, no spaces, `<`, `>` and `&` escaped. A typed Go struct marshals its fields in
+    declaration order instead; the MCO's pull request reads templates unstructured."""
+    suffix = f"-{fnv1a32(go_json(new_spec)):08x}"
     return f"{base[: MAX_NAME - len(suffix)]}{suffix}"
+
+
+def is_replaced_template_name(name: str) -> bool:
+    """Written by this controller under the old scheme (`<base>-bic-<8 hex>`): still retired by the
+    same rule as the templates named the new way."""
+    return _OURS.match(name) is not None
+
+
+def go_json(value: Any) -> bytes:
+    """`json.Marshal` of an unstructured value (map keys sorted; HTML-sensitive characters and the
+    line and paragraph separators escaped, as encoding/json does)."""
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    for raw, escaped in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u2028"),
+                         ("\u2029", "\\u2029")):
+        text = text.replace(raw, escaped)
+    return text.encode()
+
+
+_FNV32_OFFSET = 0x811C9DC5
+_FNV32_PRIME = 0x01000193
+
+
+def fnv1a32(data: bytes) -> int:
+    """FNV-1a, 32 bits (Go's hash/fnv New32a)."""
+    h = _FNV32_OFFSET
+    for byte in data:
+        h = ((h ^ byte) * _FNV32_PRIME) & 0xFFFFFFFF
+    return h
 
 
 __all__ = [
@@ -224,6 +254,9 @@ __all__ = [
     "InfraTemplate",
     "TemplateRef",
     "capi_kind_key",
+    "fnv1a32",
+    "go_json",
+    "is_replaced_template_name",
     "is_template_kind",
     "new_template_name",
 ]
