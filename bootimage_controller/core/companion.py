@@ -56,6 +56,31 @@ def proposal_message(decision: BootImageDecision) -> str:
             "`bootimage-controller plan --from-cluster --write-patched DIR` writes it")
 
 
+# Hive MachinePool fields that set a pool's boot image, per platform (hive #2935: AWS `amiID`, which
+# wins over Hive's AMI override annotation). Where Hive has none, its pools boot the release's image.
+HIVE_BOOT_IMAGE_FIELDS = {"AWS": ("spec.platform.aws.amiID", "id")}
+
+
+def hive_change(decision: BootImageDecision) -> str:
+    """What to change on the hub for a Hive MachinePool's MachineSet: the MachinePool field and the
+    target value, or why there is none."""
+    field = HIVE_BOOT_IMAGE_FIELDS.get(decision.platform or "")
+    value = decision.target.get(field[1]) if field is not None and isinstance(decision.target, dict) else None
+    where = "on the hub (the MachinePool of this pool, in its ClusterDeployment's namespace)"
+    if field is None or not value:
+        return (f"Hive has no MachinePool boot image field on {decision.platform or 'this platform'}: the pool boots "
+                "the image of its ClusterDeployment's release; upgrade the release on the hub")
+    return f"set {field[0]}: {value} {where}; it wins over Hive's AMI override annotation"
+
+
+def hive_proposal_message(decision: BootImageDecision) -> str:
+    """`BootImageUpdateProposed` for a Hive MachinePool's MachineSet: the hub's field to set."""
+    what = f"{decision.current_release or 'unknown release'} -> {decision.target_release or 'golden'}"
+    also = ("; the Machine Config Operator writes this MachineSet too (see BootImageWriterConflict)"
+            if Manager.MCO in decision.also_written_by else "")
+    return f"proposed boot image update {what} ({decision.manager_why}): {hive_change(decision)}{also}"[:MAX_EVENT_MESSAGE]
+
+
 @dataclass(frozen=True)
 class McoPass:
     """The MCO's own report of its boot image pass, from MachineConfiguration `status.conditions`."""
@@ -204,6 +229,8 @@ __all__ = [
     "McoPass",
     "claim_hold_warning",
     "disagrees",
+    "hive_change",
+    "hive_proposal_message",
     "mco_skew_mode",
     "proposal_message",
 ]

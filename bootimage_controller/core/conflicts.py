@@ -37,6 +37,7 @@ from ..constants import (
     Manager,
 )
 from .claims import pointer
+from .companion import hive_change
 from .model import BootImageDecision, FieldChange, first_names, get_path, is_mapping
 
 MCO_NAME = "the Machine Config Operator"
@@ -168,8 +169,7 @@ def writer_conflict(
         exclusion=exclusion,
         machine_configuration_patch=exclude_from_mco(machine_configuration, exclusion),
         automatic_skew=get_path(machine_configuration, ("status", "bootImageSkewEnforcementStatus", "mode")) == "Automatic",
-        ignore_rule=_ignore_rule(decision, obj) if decision.manager is Manager.GITOPS else (
-            "take the boot image field out of what that writer enforces" if decision.manager is Manager.EXTERNAL else ""),
+        ignore_rule=_other_way(decision, obj),
     )
 
 
@@ -221,6 +221,17 @@ def _last_applied(obj: Mapping[str, Any], changes: Sequence[FieldChange]) -> Any
     except ValueError:
         return None
     return get_path(applied, changes[0].path)
+
+
+def _other_way(decision: BootImageDecision, obj: Mapping[str, Any]) -> str:
+    """The way out that lets the MCO write it (the other writer stops), per writer."""
+    if decision.manager is Manager.GITOPS:
+        return _ignore_rule(decision, obj)
+    if decision.manager is Manager.EXTERNAL:
+        return "take the boot image field out of what that writer enforces"
+    if decision.manager is Manager.HIVE:
+        return f"make the two agree: {hive_change(decision)}"
+    return ""
 
 
 def _ignore_rule(decision: BootImageDecision, obj: Mapping[str, Any]) -> str:

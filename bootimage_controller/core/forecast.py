@@ -25,6 +25,7 @@ from typing import Any
 
 from ..constants import Action, ConditionReason, Manager
 from .cluster import upgrade_blocker
+from .companion import hive_change
 from .conflicts import WriterConflict, writer_conflict
 from .model import BootImageDecision
 
@@ -122,7 +123,7 @@ class NextWrite:
             return (f"Git must carry {what} ({d.manager_why}); this controller proposes the patch "
                     "(`plan --write-patched DIR`, Event BootImageUpdateProposed)")
         if self.writer is Writer.HIVE:
-            return f"the Hive MachinePool on the hub must be changed: {what} ({d.manager_why})"
+            return f"the Hive MachinePool on the hub must be changed: {what} ({d.manager_why}): {hive_change(d)}"
         if self.writer is Writer.EXTERNAL:
             return f"the writer that keeps the field must change it: {what} ({d.manager_why})"
         return f"nothing is written: {d.action} {d.reason}"

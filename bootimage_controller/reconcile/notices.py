@@ -26,7 +26,7 @@ from ..constants import (
     Reason,
 )
 from ..core.capi.planner import ROLLOUT_NOTE
-from ..core.companion import proposal_message
+from ..core.companion import hive_proposal_message, proposal_message
 from .state import MachineSetState
 
 Notice = tuple[str, str, str]  # (type, reason, message)
@@ -105,9 +105,10 @@ def companion_event(previous: MachineSetState | None, state: MachineSetState) ->
     MCO one a Warning when a disagreement becomes lasting. Its skips and errors are that manager's
     to report, not ours."""
     d, before = state.decision, previous.decision if previous is not None else None
-    if d.manager in (Manager.GITOPS, Manager.EXTERNAL) and d.action is Action.PATCH:
+    if d.manager in (Manager.GITOPS, Manager.EXTERNAL, Manager.HIVE) and d.action is Action.PATCH:
         if before is None or (before.manager, before.action, before.target) != (d.manager, d.action, d.target):
-            return EVENT_TYPE_NORMAL, EVENT_PROPOSED, proposal_message(d)
+            message = hive_proposal_message(d) if d.manager is Manager.HIVE else proposal_message(d)
+            return EVENT_TYPE_NORMAL, EVENT_PROPOSED, message
         return None
     found = state.disagreement
     if found is not None and found.lasting:

@@ -86,7 +86,7 @@ def test_a_hive_machineset_the_mco_covers_is_a_conflict_excluded_by_its_pool_lab
     conflict = writer_conflict(d, ms, None)
     assert conflict is not None and conflict.writers == (Manager.MCO, Manager.HIVE)
     assert conflict.exclusion.key == LABEL_HIVE_MACHINE_POOL and conflict.exclusion.add_first is None
-    assert conflict.ignore_rule == ""
+    assert conflict.ignore_rule.startswith("make the two agree: set spec.platform.aws.amiID: ")
 
 
 def test_the_fix_keeps_every_other_manager_and_adds_one_requirement_to_a_partial_selector() -> None:
@@ -190,3 +190,24 @@ def test_a_policy_kept_machineset_waits_for_the_policy_or_is_a_conflict_where_th
     assert conflict is not None and conflict.writers == (Manager.MCO, Manager.EXTERNAL)
     assert conflict.exclusion.add_first is not None and "boot-image-writer=external" in conflict.exclusion.add_first
     assert "take the boot image field out of what that writer enforces" in conflict.ignore_rule
+
+
+def test_a_hive_pool_names_the_machinepool_field_to_set_on_the_hub() -> None:
+    from bootimage_controller.core.companion import hive_change, hive_proposal_message
+
+    ms = machineset_from_fixture(AWS)
+    ms["metadata"].setdefault("labels", {})[LABEL_HIVE_MACHINE_POOL] = "worker"
+    alone = decide(ms, "AWS", None)
+    assert alone.manager is Manager.HIVE and alone.action == "patch"
+    target = alone.target["id"]
+    assert hive_change(alone).startswith(f"set spec.platform.aws.amiID: {target} on the hub")
+    forecast = Forecast.build([alone], OPEN_GATE, lambda *_: ms)
+    assert f"spec.platform.aws.amiID: {target}" in forecast.of(alone).sentence()
+    message = hive_proposal_message(alone)
+    assert "Hive MachinePool worker" in message and target in message
+    # Beside the MCO: a conflict whose second way out is to make Hive's value the MCO's.
+    conflict = writer_conflict(decide(ms, "AWS", "4.22.0"), ms, None)
+    assert conflict is not None and f"make the two agree: set spec.platform.aws.amiID: {target}" in conflict.ignore_rule
+    gcp = machineset_from_fixture(FIXTURE_BY_PLATFORM["GCP"])
+    gcp["metadata"].setdefault("labels", {})[LABEL_HIVE_MACHINE_POOL] = "worker"
+    assert "Hive has no MachinePool boot image field on GCP" in hive_change(decide(gcp, "GCP", None))
