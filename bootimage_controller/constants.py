@@ -465,3 +465,11 @@ HYPERSHIFT_GROUP: Final = "hypershift.openshift.io"
 HYPERSHIFT_VERSION: Final = "v1beta1"
 HOSTED_CLUSTER_KIND: Final = "HostedCluster"
 NODE_POOL_KIND: Final = "NodePool"
+
+# ---- Hive (fleet on a hub: MachinePools and their ClusterDeployments, read only) -----------------
+HIVE_GROUP: Final = "hive.openshift.io"
+HIVE_VERSION: Final = "v1"
+CLUSTER_DEPLOYMENT_KIND: Final = "ClusterDeployment"
+MACHINE_POOL_KIND: Final = "MachinePool"
+# Hive keeps the spoke's current version on its ClusterDeployment in this label.
+LABEL_HIVE_VERSION: Final = "hive.openshift.io/version-major-minor-patch"

@@ -18,9 +18,13 @@ import structlog
 
 from .constants import (
     CAPI_VERSIONS,
+    CLUSTER_DEPLOYMENT_KIND,
+    HIVE_GROUP,
+    HIVE_VERSION,
     HOSTED_CLUSTER_KIND,
     HYPERSHIFT_GROUP,
     HYPERSHIFT_VERSION,
+    MACHINE_POOL_KIND,
     MAPI_NAMESPACE,
     NODE_POOL_KIND,
     VSPHERE_CREDENTIALS_SECRET,
@@ -79,13 +83,19 @@ async def read_cluster_objects(
         custom = client.CustomObjectsApi(api)
         reads = _cluster_reads(custom, core, await discover_capi_version(api))
         if hypershift:
-            # `fleet`: a HyperShift management cluster's HostedClusters and NodePools (404: none).
+            # `fleet`: a HyperShift management cluster's HostedClusters and NodePools, a Hive hub's
+            # ClusterDeployments and MachinePools (404: none).
             reads += [
-                _Read(f"{kind}s", f"{HYPERSHIFT_GROUP}/{HYPERSHIFT_VERSION}", kind,
-                      lambda plural=plural: custom.list_cluster_custom_object(
-                          HYPERSHIFT_GROUP, HYPERSHIFT_VERSION, plural, _preload_content=False),
+                _Read(f"{kind}s", f"{group}/{version}", kind,
+                      lambda group=group, version=version, plural=plural: custom.list_cluster_custom_object(
+                          group, version, plural, _preload_content=False),
                       is_list=True)
-                for kind, plural in ((HOSTED_CLUSTER_KIND, "hostedclusters"), (NODE_POOL_KIND, "nodepools"))
+                for group, version, kind, plural in (
+                    (HYPERSHIFT_GROUP, HYPERSHIFT_VERSION, HOSTED_CLUSTER_KIND, "hostedclusters"),
+                    (HYPERSHIFT_GROUP, HYPERSHIFT_VERSION, NODE_POOL_KIND, "nodepools"),
+                    (HIVE_GROUP, HIVE_VERSION, CLUSTER_DEPLOYMENT_KIND, "clusterdeployments"),
+                    (HIVE_GROUP, HIVE_VERSION, MACHINE_POOL_KIND, "machinepools"),
+                )
             ]
         if with_secrets:
             reads += [

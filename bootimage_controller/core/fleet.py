@@ -146,8 +146,9 @@ class ClusterRow:
             "heldBy": list(self.held_by),
             "pools": [p.to_json() for p in self.pools],
         }
+        if self.management_cluster is not None or self.node_pools is not None:
+            out["managementCluster"] = self.management_cluster  # a HostedCluster's, or a Hive spoke's hub
         if self.node_pools is not None:
-            out["managementCluster"] = self.management_cluster
             out["nodePools"] = [p.to_json(node_pool=True) for p in self.node_pools]
         return out
 

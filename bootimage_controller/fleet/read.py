@@ -14,9 +14,17 @@ from datetime import datetime
 
 import structlog
 
-from ..constants import HOSTED_CLUSTER_KIND, HYPERSHIFT_GROUP, NODE_POOL_KIND
+from ..constants import (
+    CLUSTER_DEPLOYMENT_KIND,
+    HIVE_GROUP,
+    HOSTED_CLUSTER_KIND,
+    HYPERSHIFT_GROUP,
+    MACHINE_POOL_KIND,
+    NODE_POOL_KIND,
+)
 from ..core.cluster import platform_of
 from ..core.fleet import ClusterFactsForFleet, ClusterRow, cluster_releases, cluster_row, failed_cluster
+from ..core.hive import cluster_deployment_rows
 from ..core.hypershift import PlatformImageCatalog, hosted_cluster_rows
 from ..core.index import PublishedImageIndex
 from ..core.skew.verdict import SkewLimits
@@ -72,10 +80,11 @@ async def _read_live(source: ClusterSource) -> list[SourcedObject]:
 
 def rows_from_objects(source: ClusterSource, objects: list[SourcedObject], options: FleetOptions) -> list[ClusterRow]:
     hyper = [o for o in objects if o.api_group == HYPERSHIFT_GROUP]
-    inputs = classify(o for o in objects if o.api_group != HYPERSHIFT_GROUP)
+    hive = [o for o in objects if o.api_group == HIVE_GROUP and o.kind in (CLUSTER_DEPLOYMENT_KIND, MACHINE_POOL_KIND)]
+    inputs = classify(o for o in objects if o.api_group not in (HYPERSHIFT_GROUP, HIVE_GROUP))
     current, install = cluster_releases(inputs.cluster_version.obj if inputs.cluster_version else None)
     rows: list[ClusterRow] = []
-    if inputs.machines or inputs.capi or not hyper:
+    if inputs.machines or inputs.capi or not (hyper or hive):
         prepared = prepare(inputs, golden_source=options.golden)
         decisions = run_planner(prepared)
         skew = evaluate_plan_skew(prepared, decisions, options.limits)
@@ -83,7 +92,7 @@ def rows_from_objects(source: ClusterSource, objects: list[SourcedObject], optio
         rows.append(cluster_row(source.name, source.description, facts, decisions, skew.verdict, options.index,
                                 options.now, prepared.forecast(decisions)))
     else:
-        # A HyperShift management cluster with no MachineSets of its own: its row has no pools.
+        # A HyperShift management cluster or a Hive hub with no MachineSets of its own: no pools.
         platform = platform_of(inputs.infrastructure.obj if inputs.infrastructure else None)
         rows.append(ClusterRow(name=source.name, source=source.description, platform=platform, release=current,
                                install_release=install))
@@ -91,4 +100,8 @@ def rows_from_objects(source: ClusterSource, objects: list[SourcedObject], optio
     pools = [o.obj for o in hyper if o.kind == NODE_POOL_KIND]
     rows += hosted_cluster_rows(source.name, source.description, hosted, pools, options.catalog, options.index,
                                 options.now)
+    rows += cluster_deployment_rows(source.name, source.description,
+                                    [o.obj for o in hive if o.kind == CLUSTER_DEPLOYMENT_KIND],
+                                    [o.obj for o in hive if o.kind == MACHINE_POOL_KIND],
+                                    options.catalog, options.index, options.now)
     return rows

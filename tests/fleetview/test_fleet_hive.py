@@ -1,0 +1,74 @@
+"""`fleet` on a Hive hub: every ClusterDeployment a row, with its MachinePools, and a MachinePool whose
+`amiID` is not the golden image of its ClusterDeployment's release flagged with the value to set
+(issue 34, item 3). Read from a must-gather-like tree, as `fleet` reads one; the live read lists the
+same kinds (plan_cluster)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bootimage_controller.core.index import PublishedImageIndex
+
+AWS_416_EAST1 = "ami-05483066c3caaccf5"  # 416.94.202405291527-0, us-east-1
+
+
+def _catalog_ami(release_minor: str, region: str) -> str:
+    streams = PublishedImageIndex.bundled().release_streams[release_minor]
+    return str(streams["rhel-9"]["x86_64"]["aws"][region])
+
+
+def cluster_deployment(name: str, version: str, region: str = "us-east-1") -> dict[str, Any]:
+    return {"apiVersion": "hive.openshift.io/v1", "kind": "ClusterDeployment",
+            "metadata": {"name": name, "namespace": name,
+                         "labels": {"hive.openshift.io/version-major-minor-patch": version}},
+            "spec": {"clusterName": name, "baseDomain": "example.com", "platform": {"aws": {"region": region}}},
+            "status": {"installVersion": "4.16.3"}}
+
+
+def machine_pool(cd: str, name: str, ami: str | None = None, instance: str = "m6i.xlarge") -> dict[str, Any]:
+    aws: dict[str, Any] = {"type": instance, "zones": ["us-east-1a"]}
+    if ami:
+        aws["amiID"] = ami
+    return {"apiVersion": "hive.openshift.io/v1", "kind": "MachinePool",
+            "metadata": {"name": f"{cd}-{name}", "namespace": cd},
+            "spec": {"clusterDeploymentRef": {"name": cd}, "name": name, "replicas": 3, "platform": {"aws": aws}}}
+
+
+def test_a_hub_lists_machinepools_whose_ami_id_is_not_their_releases(tmp_path: Path) -> None:
+    golden_422 = _catalog_ami("4.22", "us-east-1")
+    hub = tmp_path / "hub"
+    objs = [
+        cluster_deployment("spoke-a", "4.22.1"),
+        machine_pool("spoke-a", "pinned-old", AWS_416_EAST1),
+        machine_pool("spoke-a", "current", golden_422),
+        machine_pool("spoke-a", "release-image"),
+        machine_pool("spoke-a", "arm", AWS_416_EAST1, instance="m7g.large"),
+        cluster_deployment("spoke-b", "4.16.3"),
+        machine_pool("spoke-b", "worker", _catalog_ami("4.16", "us-east-1")),
+    ]
+    for i, obj in enumerate(objs):
+        (hub / f"{i}.yaml").parent.mkdir(parents=True, exist_ok=True)
+        (hub / f"{i}.yaml").write_text(yaml.safe_dump(obj))
+    result = subprocess.run([sys.executable, "-m", "bootimage_controller", "fleet", str(hub), "-o", "json"],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    rows = {r["name"]: r for r in json.loads(result.stdout)["clusters"]}
+    a = rows["spoke-a/spoke-a"]
+    assert (a["managementCluster"], a["release"], a["status"]) == ("hub", "4.22.1", "outdated")
+    pools = {p["name"]: p for p in a["pools"]}
+    old = pools["spoke-a-pinned-old"]
+    assert (old["kind"], old["manager"], old["action"], old["reason"]) == ("MachinePool", "hive", "patch", "AmiIdOutdated")
+    assert (old["current"], old["target"], old["currentRelease"]) == (AWS_416_EAST1, golden_422, "416.94.202405291527-0")
+    assert (pools["spoke-a-current"]["action"], pools["spoke-a-current"]["reason"]) == ("noop", "UpToDate")
+    assert (pools["spoke-a-release-image"]["action"], pools["spoke-a-release-image"]["reason"]) == (
+        "noop", "BootsReleaseImage")
+    assert pools["spoke-a-arm"]["architecture"] == "aarch64"
+    # Still at 4.16, its amiID the 4.16 golden image: nothing to change.
+    b = rows["spoke-b/spoke-b"]
+    assert (b["status"], b["pools"][0]["action"]) == ("ok", "noop")
