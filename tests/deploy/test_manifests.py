@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -156,3 +158,35 @@ def test_the_kustomization_renders_to_the_listed_objects() -> None:
     images = {c["image"] for d in rendered if d["kind"] in ("Deployment", "DaemonSet") for c in containers(d)}
     (entry,) = image_component()["images"]
     assert images == {f"{entry['newName']}:{entry['newTag']}"}
+
+
+# Kinds that have no namespace (everything else rendered here must name one).
+CLUSTER_SCOPED = frozenset({
+    "ClusterRole", "ClusterRoleBinding", "SecurityContextConstraints", "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding", "CustomResourceDefinition", "Namespace", "PriorityClass",
+})
+
+
+def test_every_kustomization_renders_namespaced_objects_with_their_namespace(tmp_path: Path) -> None:
+    """`oc apply -k` puts an object without a namespace in whatever project `oc` is in (issue 33: the
+    docs ConfigMap did that). Every kustomization, and the default set with the CAPI component, is
+    rendered; every namespaced object names its namespace."""
+    from .manifests import MANIFESTS, kustomize_build
+
+    # An overlay as docs/install.md describes it (kustomize takes relative paths only).
+    shutil.copytree(MANIFESTS, tmp_path / "manifests")
+    overlay = tmp_path / "with-capi"
+    overlay.mkdir()
+    (overlay / "kustomization.yaml").write_text(
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- ../manifests\n"
+        "components:\n- ../manifests/components/capi\n")
+    roots = [MANIFESTS, MANIFESTS / "uninstall", MANIFESTS / "crds", overlay]
+    missing = []
+    rendered = 0
+    for root in roots:
+        for doc in kustomize_build(root):
+            rendered += 1
+            if doc.get("kind") not in CLUSTER_SCOPED and not (doc.get("metadata") or {}).get("namespace"):
+                missing.append(f"{root.name}: {doc.get('kind')} {(doc.get('metadata') or {}).get('name')}")
+    assert rendered > 30, "the kustomizations rendered"
+    assert missing == []
