@@ -55,6 +55,8 @@ class FleetOptions:
 async def read_cluster(source: ClusterSource, options: FleetOptions) -> list[ClusterRow]:
     """The cluster's row (and its HostedClusters' rows); an unreadable cluster is one row with its
     error. Never raises but for cancellation."""
+    if source.error is not None:
+        return [failed_cluster(source.name, source.description, source.error)]
     try:
         if source.tree is not None:
             return await asyncio.to_thread(_read_tree, source, options)

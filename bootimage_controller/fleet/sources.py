@@ -1,12 +1,16 @@
 """The clusters a `fleet` run reads: must-gather trees and kubeconfig contexts.
 
 - `PATH ...`: each a must-gather tree (or a folder of YAML/JSON): one cluster each, named by the
-  folder.
+  folder; a folder that holds several must-gather trees is several clusters, one per tree.
 - `--kubeconfig F` (repeated; F a file or a folder of them) with `--context NAME` (repeated) or
   `--all-contexts`: those contexts of each file; with neither, each file's current context. Without
   `--kubeconfig`, `--context` and `--all-contexts` read `$KUBECONFIG` (its first file) or
   `~/.kube/config`.
 A context name given twice (two files) is told apart by its file's name.
+
+Every input is a row (SPEC section 4): a path that does not exist, a file in a kubeconfig folder that
+is not a kubeconfig, a kubeconfig without a current context, is a source that carries its error and
+becomes an error row, never the end of the run.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import yaml
 
 from ..errors import InputError
 from ..kube.client import default_kubeconfig
+from ..plan_inputs import must_gather_roots
 
 
 @dataclass(frozen=True)
@@ -29,11 +34,14 @@ class ClusterSource:
     tree: Path | None = None
     kubeconfig: Path | None = None
     context: str | None = None
+    error: str | None = None  # could not even be opened: its row says why
 
     @property
     def description(self) -> str:
         if self.tree is not None:
             return f"must-gather {self.tree}"
+        if self.context is None:
+            return f"kubeconfig {self.kubeconfig}"
         return f"context {self.context} of {self.kubeconfig}"
 
 
@@ -43,13 +51,19 @@ def discover(
     contexts: Sequence[str],
     all_contexts: bool,
 ) -> list[ClusterSource]:
-    sources = [_tree(Path(p)) for p in paths]
+    """Raises `InputError` only for what no row can stand for: a `--context` no file has, no
+    kubeconfig at all."""
+    sources = [s for p in paths for s in _trees(Path(p))]
     files = [f for k in kubeconfigs for f in _kubeconfig_files(Path(k))]
     if not files and (contexts or all_contexts):
         files = [_default_kubeconfig()]
     live: list[ClusterSource] = []
     for path in files:
-        names, current = _contexts_of(path)
+        try:
+            names, current = _contexts_of(path)
+        except InputError as exc:
+            live.append(ClusterSource(name=path.name, kubeconfig=path, error=exc.problem))
+            continue
         if all_contexts:
             chosen = names
         elif contexts:
@@ -57,7 +71,8 @@ def discover(
         else:
             chosen = [current] if current else []
             if not chosen:
-                raise InputError(str(path), None, "no current-context: pass --context NAME or --all-contexts")
+                live.append(ClusterSource(name=path.name, kubeconfig=path,
+                                          error="no current-context: pass --context NAME or --all-contexts"))
         live += [ClusterSource(name=c, kubeconfig=path, context=c) for c in chosen]
     missing = [c for c in contexts if not any(s.context == c for s in live)]
     if missing:
@@ -65,10 +80,15 @@ def discover(
     return _unique_names([*sources, *live])
 
 
-def _tree(path: Path) -> ClusterSource:
+def _trees(path: Path) -> list[ClusterSource]:
+    """One source per cluster: a missing path is an error row; a folder of several must-gathers is
+    one source per must-gather tree, named by its path under the folder."""
     if not path.exists():
-        raise InputError(str(path), None, "no such file or folder")
-    return ClusterSource(name=path.resolve().name or str(path), tree=path)
+        return [ClusterSource(name=path.name or str(path), tree=path, error="no such file or folder")]
+    roots = must_gather_roots(path) if path.is_dir() else []
+    if len(roots) > 1:
+        return [ClusterSource(name=str(root.relative_to(path)), tree=root) for root in roots]
+    return [ClusterSource(name=path.resolve().name or str(path), tree=path)]
 
 
 def _kubeconfig_files(path: Path) -> list[Path]:

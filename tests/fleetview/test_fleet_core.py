@@ -89,8 +89,9 @@ def test_sources_from_trees_kubeconfig_files_and_contexts(tmp_path: Path) -> Non
     assert [s.context for s in discover([], [str(folder / "a.yaml")], ["spoke"], False)] == ["spoke"]
     with pytest.raises(InputError, match="no context named nope"):
         discover([], [str(folder / "a.yaml")], ["nope"], False)
-    with pytest.raises(InputError, match="no such file or folder"):
-        discover([str(tmp_path / "missing")], [], [], False)
+    # Every input is a row: a missing path is a source that carries its error (issue 33).
+    (missing,) = discover([str(tmp_path / "missing")], [], [], False)
+    assert (missing.name, missing.error) == ("missing", "no such file or folder")
 
 
 async def test_a_broken_or_slow_cluster_is_a_row_and_the_others_complete(tmp_path: Path,
