@@ -25,7 +25,7 @@ INFRA = "prod-east-8h2kq"
 ARCH = {"amd64": "x86_64", "arm64": "aarch64"}
 DECISION_KEYS = {
     "namespace", "name", "kind", "platform", "architecture", "stream", "manager", "action", "reason", "message",
-    "field", "current", "target", "currentRelease", "targetRelease", "alsoWrittenBy", "nextWrite",
+    "field", "current", "target", "currentRelease", "targetRelease", "alsoWrittenBy", "nextWrite", "currentDeprecated",
 }
 SKEW_KEYS = {"mode", "clusterBootImage", "limit", "upgradeable", "reason", "message"}
 
