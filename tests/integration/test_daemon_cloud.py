@@ -4,17 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import os
-import select
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import boto3
 import pytest
-from cloud.amis import CUSTOM_AMI, write_catalogue
+from cloud.amis import CUSTOM_AMI, catalogue
+from cloud.moto_server import point_boto3_at, running_moto
 from harness.cluster import TestCluster
 from harness.objects import (
     apply,
@@ -34,36 +31,13 @@ pytestmark = pytest.mark.integration
 AWS_416 = "ami-05483066c3caaccf5"
 AWS_422_US_EAST_1 = "ami-06a6b025350ff1e23"
 AWS_422_US_EAST_2 = "ami-0839b9b12d88de612"
-MOTO_SCRIPT = Path(__file__).resolve().parents[1] / "cloud" / "moto_server.py"
 
 
 @pytest.fixture
 def moto(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    amis = write_catalogue(tmp_path / "amis.json")
-    proc = subprocess.Popen(
-        [sys.executable, str(MOTO_SCRIPT)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        env={**os.environ, "MOTO_AMIS_PATH": str(amis)},
-        text=True,
-    )
-    assert proc.stdout is not None and proc.stdin is not None
-    try:
-        ready, _, _ = select.select([proc.stdout], [], [], 60)
-        port = proc.stdout.readline().strip() if ready else ""
-        assert port.isdigit(), f"moto did not start: {port!r}"
-        url = f"http://127.0.0.1:{port}"
-        for var in [v for v in os.environ if v.startswith("AWS_")]:
-            monkeypatch.delenv(var)
-        monkeypatch.setenv("AWS_ENDPOINT_URL", url)  # boto3's own endpoint override (SPEC section 4)
-        monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-        monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
-        monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    with running_moto(catalogue(), tmp_path) as url:
+        point_boto3_at(url, tmp_path, monkeypatch)
         yield url
-    finally:
-        proc.stdin.close()
-        proc.terminate()
-        proc.wait(10)
 
 
 def credentials_secret(key_id: str, secret: str) -> dict[str, Any]:

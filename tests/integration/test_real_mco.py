@@ -18,9 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import select
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,6 +25,7 @@ from typing import Any
 
 import pytest
 from cloud.amis import RED_HAT_OWNER, catalogue
+from cloud.moto_server import point_boto3_at, running_moto
 from harness.cluster import ClusterFactory, TestCluster
 from harness.objects import (
     api_client_for,
@@ -54,7 +52,7 @@ from bootimage_controller.constants import (
 
 from .daemon_helpers import daemon_task, list_machinesets, user_data_secret, wait_for
 from .test_coexistence import FIXTURE, INSTALLED_412, NEXT_RHEL9, NEXT_RHEL10, ami, creator_of, golden
-from .test_daemon_cloud import MOTO_SCRIPT, credentials_secret
+from .test_daemon_cloud import credentials_secret
 
 pytestmark = pytest.mark.integration
 
@@ -71,27 +69,9 @@ def moto_with_next_amis(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iter
     template = next(a for a in amis if a["owner_id"] == RED_HAT_OWNER and a["architecture"] == "x86_64")
     for ami_id, release in ((NEXT_RHEL9, "9.8.20260601-0"), (NEXT_RHEL10, "10.2.20260601-0")):
         amis.append({**template, "ami_id": ami_id, "name": f"rhcos-{release}-x86_64", "description": f"OpenShift 4 {release}"})
-    path = tmp_path / "amis.json"
-    path.write_text(json.dumps(amis))
-    proc = subprocess.Popen([sys.executable, str(MOTO_SCRIPT)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            env={**os.environ, "MOTO_AMIS_PATH": str(path)}, text=True)
-    assert proc.stdout is not None and proc.stdin is not None
-    try:
-        ready, _, _ = select.select([proc.stdout], [], [], 60)
-        port = proc.stdout.readline().strip() if ready else ""
-        assert port.isdigit(), f"moto did not start: {port!r}"
-        url = f"http://127.0.0.1:{port}"
-        for var in [v for v in os.environ if v.startswith("AWS_")]:
-            monkeypatch.delenv(var)
-        monkeypatch.setenv("AWS_ENDPOINT_URL", url)
-        monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-        monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
-        monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    with running_moto(amis, tmp_path) as url:
+        point_boto3_at(url, tmp_path, monkeypatch)
         yield url
-    finally:
-        proc.stdin.close()
-        proc.terminate()
-        proc.wait(10)
 
 
 async def cli(cluster: TestCluster, *argv: str) -> tuple[int, str, str]:
