@@ -57,6 +57,8 @@ class PoolRow:
     next_write: Mapping[str, str] | None = None
     also_written_by: tuple[str, ...] = ()
     current_deprecated: str | None = None  # the cloud says the current image is deprecated (plan's)
+    # NodePools: the stream it moves to at the next major release, and whether that has its image.
+    stream_after_upgrade: Mapping[str, Any] | None = None
 
     def to_json(self, node_pool: bool = False) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -82,6 +84,7 @@ class PoolRow:
             out["release"] = self.release
             out["validPlatformImage"] = self.valid_platform_image
             out["missingPlatformImage"] = self.missing_platform_image
+            out["streamAfterUpgrade"] = dict(self.stream_after_upgrade) if self.stream_after_upgrade else None
         return out
 
 

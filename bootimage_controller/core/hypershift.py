@@ -51,6 +51,13 @@ class PlatformImageCatalog:
         self._override = override
         self._override_source = override_source
 
+    def newest_with(self, stream: str) -> str | None:
+        """The newest bundled release that ships `stream` (for a forecast past the bundled data)."""
+        if self._override is not None:
+            return None
+        having = [r for r, streams in self._releases.items() if stream in streams and _minor(r) is not None]
+        return max(having, key=lambda r: OcpVersion.parse(r)) if having else None
+
     def find(self, release: str | None, stream: str, arch: str, platform: str, region: str | None) -> PlatformImage:
         if self._override is not None:
             streams, where = self._override, self._override_source
@@ -162,6 +169,8 @@ def node_pool_row(
     else:
         action, reason = str(Action.NOOP), REASON_MANAGED_BY_HYPERSHIFT
         message = found.unknown or "HyperShift boots the release's image for this stream"
+    pinned = get_path(pool, ("spec", "osImageStream", "name"))
+    after = None if pinned else stream_after_upgrade(release, arch, platform, _region(hosted, platform), catalog)
     return PoolRow(
         namespace=str(meta.get("namespace", "")),
         name=str(meta.get("name", "")),
@@ -182,7 +191,29 @@ def node_pool_row(
         release=release,
         valid_platform_image=None if explicit else valid,
         missing_platform_image=found.missing if valid is False and not explicit else None,
+        stream_after_upgrade=None if explicit else after,
     )
+
+
+def stream_after_upgrade(release: str | None, arch: str, platform: str, region: str | None,
+                         catalog: PlatformImageCatalog) -> dict[str, Any] | None:
+    """A NodePool not pinned by `spec.osImageStream` moves to HyperShift's new default stream at the
+    next major release (rhel-10 at 5.0, HyperShift #9328/#9372): that stream, and whether it has an
+    image for the pool's platform, architecture and region (looked up in the newest bundled release
+    that ships the stream, or `--bootimages`). None when the next upgrade keeps the stream."""
+    now = default_stream(release)
+    later = default_stream(NEXT_MAJOR)
+    if now == later:
+        return None
+    data = catalog.newest_with(later)
+    found = catalog.find(data or release, later, arch, platform, region)
+    valid = None if found.unknown else found.image is not None
+    return {"stream": later, "at": NEXT_MAJOR, "validPlatformImage": valid,
+            "missingPlatformImage": found.missing if valid is False else None}
+
+
+# The next major release, where HyperShift's default OS stream changes.
+NEXT_MAJOR = "5.0.0"
 
 
 def _build_of(platform: str, image: str | None, index: PublishedImageIndex) -> str | None:

@@ -53,6 +53,12 @@ def note(row: ClusterRow) -> str:
     if missing:
         return "no platform image: " + "; ".join(missing)
     errors = [f"{p.name}: {p.reason}" for p in row.every_pool if p.action == "error"]
+    moving = [p for p in row.every_pool if p.stream_after_upgrade]
+    if moving:
+        lacking = [p.name for p in moving if (p.stream_after_upgrade or {}).get("validPlatformImage") is False]
+        after = moving[0].stream_after_upgrade or {}
+        errors.append(f"{len(moving)} NodePool(s) move to {after.get('stream')} at {after.get('at', '')[:3]}"
+                      + (f", no image for {', '.join(lacking)}" if lacking else ""))
     return "; ".join(errors)
 
 

@@ -168,3 +168,32 @@ def test_bootimages_is_read_once_and_judges_every_cluster_as_plan_does(tmp_path:
         assert [(p["name"], p["targetRelease"], p["action"]) for p in rows[tree.name]["pools"]] == [
             (m["name"], m["targetRelease"], m["action"]) for m in plan["machineSets"]]  # type: ignore[attr-defined]
         assert rows[tree.name]["skew"] == plan["skew"]
+
+
+def test_an_unpinned_node_pool_is_told_it_moves_to_rhel10_at_5_0_and_whether_it_has_an_image() -> None:
+    """HyperShift #9328/#9372: from 5.0 a NodePool not pinned by spec.osImageStream moves to rhel-10
+    (issue 33, item 6). The forecast says so, per NodePool, with the missing key where there is none."""
+    from bootimage_controller.core.hypershift import node_pool_row
+
+    from .hosted import hosted_cluster, node_pool
+
+    catalog = PlatformImageCatalog(PublishedImageIndex.bundled().release_streams)
+    index = PublishedImageIndex.bundled()
+    now = datetime(2026, 11, 27, tzinfo=UTC)
+    east = hosted_cluster("east", "us-east-1", "4.21.3")
+    gulf = hosted_cluster("gulf", "me-south-1", "4.21.3")
+    moving = node_pool_row(node_pool("a", "east", "4.21.3"), east, catalog, index, now).to_json(node_pool=True)
+    assert moving["streamAfterUpgrade"] == {"stream": "rhel-10", "at": "5.0.0", "validPlatformImage": True,
+                                            "missingPlatformImage": None}
+    lacking = node_pool_row(node_pool("b", "gulf", "4.21.3"), gulf, catalog, index, now).to_json(node_pool=True)
+    assert lacking["streamAfterUpgrade"]["validPlatformImage"] is False
+    assert lacking["streamAfterUpgrade"]["missingPlatformImage"] == "aws/me-south-1/x86_64 in stream rhel-10 of OpenShift 4.22"
+    pinned = node_pool_row(node_pool("c", "east", "4.21.3", stream="rhel-9"), east, catalog, index, now)
+    assert pinned.to_json(node_pool=True)["streamAfterUpgrade"] is None, "pinned: it keeps its stream"
+    from bootimage_controller.core.fleet import ClusterRow
+    from bootimage_controller.fleet.render import note
+
+    row = ClusterRow(name="east", source="x", pools=(), node_pools=(
+        node_pool_row(node_pool("a", "east", "4.21.3"), east, catalog, index, now),
+        node_pool_row(node_pool("b", "gulf", "4.21.3"), gulf, catalog, index, now)))
+    assert note(row) == "2 NodePool(s) move to rhel-10 at 5.0, no image for b"
