@@ -148,11 +148,14 @@ def render_table(report: PlanReport, width: int = 100, style: TableStyle | None 
     return "\n".join(lines) + "\n"
 
 
-# Columns dropped when a terminal is too narrow: these first, then (after the names lose their shared
-# prefix) PLATFORM and MANAGER. The rest always stay: the name, its kind, what will happen, why, and
-# the releases (OpenShift's, comparable across RHCOS numbering schemes).
+# Columns dropped when a terminal is too narrow: these first; then (after the names lose their shared
+# prefix and MANAGER its long form) PLATFORM, then the releases as a pair. What always stays: the name
+# (whole: what tells the rows apart is never cut while anything else can go), its kind, its manager,
+# what will happen and why.
 _DROP_FIRST = ("ARCH", "STREAM", "CURRENT-IMAGE", "TARGET-IMAGE", "CURRENT-RHCOS", "TARGET-RHCOS")
-_DROP_LAST = ("PLATFORM", "MANAGER")
+_DROP_LAST: tuple[tuple[str, ...], ...] = (("PLATFORM",), ("CURRENT", "TARGET"))
+# MANAGER's short forms on a narrow terminal, said once above the table.
+_SHORT_MANAGERS = {str(Manager.OURS): "ours"}
 _MIN_NAME = 16
 _ACTION_COLOURS = {"patch": "33", "noop": "32", "skip": "36", "error": "31;1", "conflict": "31;1"}  # ANSI SGR
 # The table's KIND: short, so it stays at every width (JSON and YAML keep the full kind).
@@ -196,7 +199,7 @@ def _rows(decisions: Sequence[BootImageDecision], style: TableStyle | None = Non
         rows, prefix = _fit(rows, style.width)
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     action = rows[0].index("ACTION")
-    out = [f"({ELLIPSIS} = {prefix})"] if prefix else []
+    out = [f"({prefix})"] if prefix else []
     for n, r in enumerate(rows):
         cells = [cell.ljust(w) for cell, w in zip(r, widths, strict=True)]
         if style.colour and n > 0 and r[action] in _ACTION_COLOURS:
@@ -208,8 +211,8 @@ def _rows(decisions: Sequence[BootImageDecision], style: TableStyle | None = Non
 def _fit(rows: list[list[str]], width: int) -> tuple[list[list[str]], str]:
     """Drop the columns of `_DROP_FIRST`, then cut the prefix the names share (a cluster's
     MachineSets all start `<infra id>-worker-`; what tells them apart is at the end: the prefix is
-    shown once above the table), then drop `_DROP_LAST`, then cut the names' middles, until the rows
-    fit. Returns the rows and the prefix cut ("" when none)."""
+    shown once above the table), then shorten MANAGER, then drop `_DROP_LAST`, and only then cut the
+    names' middles, until the rows fit. Returns the rows and the legend ("" when none)."""
 
     def line_width(table: list[list[str]]) -> int:
         widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
@@ -217,30 +220,34 @@ def _fit(rows: list[list[str]], width: int) -> tuple[list[list[str]], str]:
 
     def drop(table: list[list[str]], columns: tuple[str, ...]) -> list[list[str]]:
         for column in columns:
-            if line_width(table) <= width:
-                break
             if column in table[0]:
                 i = table[0].index(column)
                 table = [r[:i] + r[i + 1 :] for r in table]
         return table
 
-    rows = drop(rows, _DROP_FIRST)
-    prefix = ""
+    for column in _DROP_FIRST:
+        if line_width(rows) > width:
+            rows = drop(rows, (column,))
+    legend: list[str] = []
     if line_width(rows) > width:
         prefix = _shared_prefix([r[0] for r in rows[1:]])
         if prefix:
             rows = [rows[0], *([ELLIPSIS + r[0][len(prefix):] if r[0].startswith(prefix) else r[0], *r[1:]]
                                for r in rows[1:])]
-    for column in _DROP_LAST:
-        longest = max(len(r[0]) for r in rows)
-        if line_width(rows) - width <= longest - _MIN_NAME:
-            break  # cutting the names' middles is enough: the column stays
-        rows = drop(rows, (column,))
+            legend.append(f"{ELLIPSIS} = {prefix}")
+    if line_width(rows) > width and "MANAGER" in rows[0]:
+        i = rows[0].index("MANAGER")
+        used = {r[i] for r in rows[1:]} & set(_SHORT_MANAGERS)
+        rows = [rows[0], *([*r[:i], _SHORT_MANAGERS.get(r[i], r[i]), *r[i + 1:]] for r in rows[1:])]
+        legend += [f"{_SHORT_MANAGERS[m]} = {m}" for m in sorted(used)]
+    for columns in _DROP_LAST:
+        if line_width(rows) > width:
+            rows = drop(rows, columns)
     excess = line_width(rows) - width
     if excess > 0:
         keep = max(_MIN_NAME, max(len(r[0]) for r in rows) - excess)
         rows = [rows[0], *([_elide(r[0], keep), *r[1:]] for r in rows[1:])]
-    return rows, prefix
+    return rows, "; ".join(legend)
 
 
 def _shared_prefix(names: list[str]) -> str:

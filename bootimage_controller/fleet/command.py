@@ -13,6 +13,7 @@ from ..core.fleet import ClusterRow, worst_first
 from ..core.hypershift import PlatformImageCatalog, catalog_from_golden
 from ..core.index import PublishedImageIndex
 from ..core.skew.verdict import SkewLimits
+from ..errors import InputError
 from ..plan_inputs import load_bootimages_file
 from . import render
 from .read import FleetOptions
@@ -39,12 +40,17 @@ def main(args: argparse.Namespace) -> int:
     asyncio.run(read_fleet(sources, options, parallel=args.parallel, timeout=args.timeout, on_rows=rows.extend,
                            progress=Progress(len(sources))))
     ordered = worst_first(rows)
-    if args.html:
-        Path(args.html).write_text(render.html_page(ordered, options.now))
-        print(f"wrote {args.html}", file=sys.stderr)
     width = shutil.get_terminal_size((160, 24)).columns if sys.stdout.isatty() else 10_000
     sys.stdout.write(render.to_json(ordered) if args.output == "json" else render.table(ordered, width))
     sys.stdout.flush()
+    if args.html:
+        # After the table: what was read is shown even when the page cannot be written.
+        page = render.html_page(ordered, options.now)
+        try:
+            Path(args.html).write_text(page, encoding="utf-8")
+        except OSError as exc:
+            raise InputError(str(args.html), None, f"--html: cannot write the page: {exc.strerror or exc}") from None
+        print(f"wrote {args.html}", file=sys.stderr)
     if args.fail_on_skew and any(r.upgrades_held for r in ordered):
         return EXIT_SKEW
     return EXIT_UNREADABLE if any(r.error is not None for r in ordered) else EXIT_OK

@@ -5,6 +5,7 @@ when it is opened, and the `fleet` extra is Jinja2 alone)."""
 from __future__ import annotations
 
 import json
+import textwrap
 from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime
@@ -62,16 +63,38 @@ def note(row: ClusterRow) -> str:
     return "; ".join(errors)
 
 
+# Dropped, in this order, when a terminal is too narrow for the rest: what stays tells the clusters
+# apart (CLUSTER, never cut), says how they stand (STATUS, POOLS, OLDEST) and what decides (NOTE).
+_FLEET_DROP = ("INSTALLED", "PLATFORM", "RELEASE")
+
+
 def table(rows: Sequence[ClusterRow], width: int = 160) -> str:
-    header = ("CLUSTER", "STATUS", "PLATFORM", "RELEASE", "INSTALLED", "POOLS", "OLDEST", "NOTE")
-    body = [(r.name, r.status, r.platform or "-", r.release or "-", r.install_release or "-", _pools_summary(r),
-             _oldest(r), note(r)) for r in rows]
-    widths = [max(len(str(line[i])) for line in (header, *body)) for i in range(len(header) - 1)]
+    header = ["CLUSTER", "STATUS", "PLATFORM", "RELEASE", "INSTALLED", "POOLS", "OLDEST", "NOTE"]
+    body = [[r.name, r.status, r.platform or "-", r.release or "-", r.install_release or "-", _pools_summary(r),
+             _oldest(r), note(r)] for r in rows]
+
+    def fixed_width(columns: list[list[str]]) -> int:
+        return sum(max(len(line[i]) for line in columns) for i in range(len(columns[0]) - 1)) + 2 * (len(columns[0]) - 1)
+
+    table_rows = [header, *body]
+    for column in _FLEET_DROP:
+        if fixed_width(table_rows) <= width:
+            break
+        i = table_rows[0].index(column)
+        table_rows = [line[:i] + line[i + 1:] for line in table_rows]
+    widths = [max(len(line[i]) for line in table_rows) for i in range(len(table_rows[0]) - 1)]
     out = []
-    for line in (header, *body):
-        cells = [str(c).ljust(w) for c, w in zip(line[:-1], widths, strict=True)]
-        text = "  ".join([*cells, str(line[-1])]).rstrip()
-        out.append(text if len(text) <= width else text[: max(width - 3, 20)] + "...")
+    for n, line in enumerate(table_rows):
+        cells = [c.ljust(w) for c, w in zip(line[:-1], widths, strict=True)]
+        text = "  ".join([*cells, line[-1]]).rstrip()
+        if len(text) <= width or n == 0:
+            out.append(text if len(text) <= width else "  ".join(cells).rstrip())
+            continue
+        # Too wide: the NOTE (what decides: the error, who holds the upgrade) goes under the row,
+        # wrapped at spaces, never cut.
+        out.append("  ".join(cells).rstrip())
+        out.extend(textwrap.wrap(line[-1], width=max(width, 40), initial_indent="    ", subsequent_indent="    ",
+                                 break_long_words=False, break_on_hyphens=False))
     counts = Counter(r.status for r in rows)
     summary = ", ".join(f"{counts[s]} {s}" for s in STATUS_ORDER if counts[s])
     return "\n".join(out) + f"\n\n{len(rows)} clusters: {summary}\n"

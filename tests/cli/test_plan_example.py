@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from .conftest import (
@@ -158,46 +159,71 @@ def test_table_of_the_example(run: Run) -> None:
     assert any(line.startswith("Skew: mode Automatic") for line in lines)
 
 
-def test_on_a_terminal_the_table_fits_and_is_coloured_unless_no_color(tmp_path: Path) -> None:
-    """Run under a pseudo-terminal 100 columns wide: the least useful columns go, names are
-    shortened (still told apart), ACTION is coloured; NO_COLOR turns colour off; -o wide keeps
-    every column."""
+def on_terminal(*argv: str, columns: int = 100, **env: str) -> str:
+    """The command under a pseudo-terminal `columns` wide, as a person runs it; its screen text."""
     import pty
     import select
 
-    def on_terminal(*argv: str, **env: str) -> str:
-        pid, fd = pty.fork()
-        if pid == 0:  # the child: a terminal of 80 columns
-            os.environ.update({"COLUMNS": "100", "LINES": "40", "TERM": "xterm", **env})
-            os.environ.pop("NO_COLOR", None) if "NO_COLOR" not in env else None
-            os.execv(sys.executable, [sys.executable, "-m", "bootimage_controller", *argv])
-        out = b""
-        while True:
-            ready, _, _ = select.select([fd], [], [], 30)
-            if not ready:
-                break
-            try:
-                chunk = os.read(fd, 65536)
-            except OSError:
-                break
-            if not chunk:
-                break
-            out += chunk
-        os.waitpid(pid, 0)
-        return out.decode(errors="replace")
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: a terminal of `columns` columns
+        os.environ.update({"COLUMNS": str(columns), "LINES": "40", "TERM": "xterm", **env})
+        os.environ.pop("NO_COLOR", None) if "NO_COLOR" not in env else None
+        os.execv(sys.executable, [sys.executable, "-m", "bootimage_controller", *argv])
+    out = b""
+    while True:
+        ready, _, _ = select.select([fd], [], [], 30)
+        if not ready:
+            break
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.waitpid(pid, 0)
+    return out.decode(errors="replace")
 
+
+@pytest.mark.parametrize("columns", [80, 100, 120, 200])
+def test_on_a_terminal_the_table_fits_keeps_what_decides_and_is_coloured(columns: int) -> None:
+    """Under a real pseudo-terminal of 80 to 200 columns: every line fits; the least useful columns
+    go first, then the shared prefix of the names; MANAGER and ACTION stay; no name is cut (issue 33,
+    item 3); ACTION is coloured; NO_COLOR turns colour off; -o wide keeps every column."""
     import re
 
-    out = on_terminal("plan", str(EXAMPLE))
+    out = on_terminal("plan", str(EXAMPLE), columns=columns)
     plain = [re.sub(r"\x1b\[[0-9;]*m", "", line).rstrip("\r") for line in out.splitlines()]
-    plain = plain[1:] if plain[0].startswith("(\u2026 = ") else plain  # the shared prefix the names lost
+    legend = plain[0] if plain[0].startswith("(") else ""
+    plain = plain[1:] if legend else plain
+    # Prose wraps at spaces; a URL or path longer than the terminal stays whole on its own line.
+    over = [line for line in plain if len(line) > columns and len(line.strip().split()) > 1]
+    assert over == [], over
     table = plain[:8]
-    assert all(len(line) <= 100 for line in table), table
-    assert "ARCH" not in table[0] and "ACTION" in table[0] and "\x1b[33mpatch" in out
-    names = [line.split()[0] for line in table[1:]]
-    assert len(set(names)) == len(names), names
-    assert "\x1b[" not in on_terminal("plan", str(EXAMPLE), NO_COLOR="1")
-    assert "TARGET-IMAGE" in on_terminal("plan", str(EXAMPLE), "-o", "wide").splitlines()[0]
+    assert "ACTION" in table[0] and "MANAGER" in table[0] and "\x1b[33mpatch" in out
+    said = dict(part.split(" = ", 1) for part in legend.strip("()").split("; ")) if legend else {}
+    prefix = said.get("\u2026", "")
+    names = {line.split()[0].replace("\u2026", prefix) for line in table[1:]}
+    expected = {"cluster"} | {p.stem for p in EXAMPLE_MACHINESETS.glob("*.yaml")}
+    assert names == expected, "every name whole (the shared prefix said once above the table)"
+    if columns < 120:
+        assert "ours = bootimage-controller" in legend
+    assert "\x1b[" not in on_terminal("plan", str(EXAMPLE), columns=columns, NO_COLOR="1")
+    assert "TARGET-IMAGE" in on_terminal("plan", str(EXAMPLE), "-o", "wide", columns=columns).splitlines()[0]
+
+
+def test_at_80_columns_fleet_keeps_the_note_under_the_row(tmp_path: Path) -> None:
+    """fleet's NOTE (the error, who holds the upgrade) is what decides: wrapped under its row, never cut."""
+    import re
+
+    missing = tmp_path / "lost"
+    out = on_terminal("fleet", str(EXAMPLE), str(missing), columns=80)
+    plain = [re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", line) for line in out.splitlines()]
+    table = [line for line in plain if not line.startswith("fleet:")]
+    assert all(len(line) <= 80 for line in table if len(line.strip().split()) > 1), table
+    assert "no such file or folder" in " ".join(table)
+    assert "next upgrade held by openshift-machine-api/prod-east-8h2kq-worker-rhel10-us-east-1a" in " ".join(
+        " ".join(table).split())
 
 
 def test_table_wraps_messages_for_a_narrow_terminal(run: Run, monkeypatch: Any) -> None:
