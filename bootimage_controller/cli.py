@@ -194,6 +194,9 @@ def _add_plan(sub: Any) -> None:
                    help="the coreos-bootimages ConfigMap, or a bare stream metadata JSON (wins over the inputs)")
     p.add_argument("--from-cluster", action="store_true", help="read the objects from a live cluster instead of PATHs")
     p.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig for --from-cluster (default: $KUBECONFIG, ~/.kube/config)")
+    p.add_argument("--context", metavar="NAME", help="the kubeconfig's context for --from-cluster (default: its current one)")
+    p.add_argument("--timeout", type=duration_arg, default=30.0, metavar="DURATION",
+                   help="give up reading the cluster after DURATION with --from-cluster (default: 30s)")
     p.add_argument("-o", "--output", choices=OUTPUT_FORMATS, default="table", help="output format (default: table)")
     p.add_argument("--write-patched", metavar="DIR",
                    help="write DIR/<namespace>_<name>.yaml for each MachineSet to patch (for GitOps)")
@@ -535,8 +538,8 @@ def _check_usage(parser: argparse.ArgumentParser, args: argparse.Namespace) -> N
         parser.error("plan: give PATHs or --from-cluster, not both")
     if not args.from_cluster and not args.paths:
         parser.error("plan: give PATHs (files or folders) or --from-cluster")
-    if args.kubeconfig and not args.from_cluster:
-        parser.error("plan: --kubeconfig is used only with --from-cluster")
+    if (args.kubeconfig or args.context) and not args.from_cluster:
+        parser.error("plan: --kubeconfig and --context are used only with --from-cluster")
 
 
 # ---- plan -----------------------------------------------------------------------------------------
@@ -551,7 +554,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
         from .plan_cluster import fetch_cluster_objects
 
         objects = fetch_cluster_objects(
-            args.kubeconfig, with_secrets=args.cloud_verify, vsphere_secret=args.vsphere_credentials
+            args.kubeconfig, with_secrets=args.cloud_verify, vsphere_secret=args.vsphere_credentials,
+            context=args.context, timeout=args.timeout,
         )
     else:
         objects = plan_inputs.load_paths(args.paths)

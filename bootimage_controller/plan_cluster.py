@@ -47,14 +47,54 @@ class _Read:
 
 
 def fetch_cluster_objects(
-    kubeconfig: str | None, *, with_secrets: bool = False, vsphere_secret: tuple[str, str] | None = None
+    kubeconfig: str | None, *, with_secrets: bool = False, vsphere_secret: tuple[str, str] | None = None,
+    context: str | None = None, timeout: float | None = None,
 ) -> list[SourcedObject]:
     """The objects `plan` uses, read once from a live cluster. Missing objects are fine.
 
     `with_secrets` (for `--cloud-verify`) also gets the cloud credentials Secrets, by name only,
-    and the vCenter credentials Secret `vsphere_secret` (namespace, name).
+    and the vCenter credentials Secret `vsphere_secret` (namespace, name). `context`: the kubeconfig's
+    context; `timeout`: seconds for the whole read. An error names the kubeconfig, the context and
+    the server (SPEC section 4).
     """
-    return asyncio.run(read_cluster_objects(kubeconfig, with_secrets, vsphere_secret))
+    return asyncio.run(_read_within(kubeconfig, with_secrets, vsphere_secret, context, timeout))
+
+
+async def _read_within(kubeconfig: str | None, with_secrets: bool, vsphere_secret: tuple[str, str] | None,
+                       context: str | None, timeout: float | None) -> list[SourcedObject]:
+    where = _where(kubeconfig, context)
+    try:
+        return await asyncio.wait_for(
+            read_cluster_objects(kubeconfig, with_secrets, vsphere_secret, context=context), timeout)
+    except TimeoutError:
+        raise ClusterReadError(f"{where}: no answer within {timeout:g} s (--timeout)") from None
+    except ClusterReadError as exc:
+        text = str(exc)  # a read that failed gets where; a kubeconfig that cannot be used says so itself
+        raise ClusterReadError(f"{where}: {text}" if text.startswith("reading ") else text) from None
+
+
+def _where(kubeconfig: str | None, context: str | None) -> str:
+    """`kubeconfig K, context C, server S`: what a read error must name (from the file itself; an
+    unreadable one names what it can, and its own error says why)."""
+    import yaml
+
+    from .kube.client import default_kubeconfig
+
+    path = kubeconfig or str(default_kubeconfig())
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = yaml.safe_load(f)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        doc = None
+    doc = doc if isinstance(doc, Mapping) else {}
+    name = context or doc.get("current-context")
+    ctx = next((c.get("context") for c in doc.get("contexts") or [] if isinstance(c, Mapping) and c.get("name") == name),
+               None)
+    cluster_name = ctx.get("cluster") if isinstance(ctx, Mapping) else None
+    cluster = next((c.get("cluster") for c in doc.get("clusters") or []
+                    if isinstance(c, Mapping) and c.get("name") == cluster_name), None)
+    server = cluster.get("server") if isinstance(cluster, Mapping) else None
+    return f"kubeconfig {path}, context {name or '(none)'}, server {server or '(unknown)'}"
 
 
 async def read_cluster_objects(

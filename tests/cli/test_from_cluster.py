@@ -140,7 +140,9 @@ def test_server_errors_are_reported_without_a_traceback(run: Run, fake_api: tupl
     api.status_for[NS_MAPI] = 500
     result = run("plan", "--from-cluster", "--kubeconfig", kubeconfig)
     assert result.code == 1
-    assert result.err.startswith("error: reading MachineSets: HTTP 500")
+    # The kubeconfig, context and server first (SPEC section 4), then what failed.
+    assert result.err.startswith(f"error: kubeconfig {kubeconfig}, context fake, server http://127.0.0.1:")
+    assert ": reading MachineSets: HTTP 500" in result.err
     assert "Traceback" not in result.err
 
 
@@ -154,7 +156,7 @@ def test_unreachable_cluster(run: Run, tmp_path: Path) -> None:
     }))
     result = run("plan", "--from-cluster", "--kubeconfig", kubeconfig)
     assert result.code == 1
-    assert result.err.startswith("error: reading ")
+    assert result.err.startswith(f"error: kubeconfig {kubeconfig}, context c, server http://127.0.0.1:9: reading ")
     assert "Traceback" not in result.err
 
 
@@ -169,3 +171,39 @@ def test_unusable_kubeconfig(run: Run, tmp_path: Path) -> None:
     assert result.code == 1
     assert "Traceback" not in result.err
     assert "broken-kubeconfig" in result.err
+
+
+def test_a_hanging_server_is_given_up_after_timeout_naming_kubeconfig_context_and_server(
+    run: Run, tmp_path: Path
+) -> None:
+    """A server that accepts and never answers: plan --from-cluster gives up after --timeout (30 s by
+    default) and says which kubeconfig, context and server (issue 33, item 4)."""
+    import socket
+    import time
+
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)  # accepts connections, never answers
+    port = silent.getsockname()[1]
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "prod",
+        "clusters": [{"name": "east", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
+        "users": [{"name": "me", "user": {"token": "not-a-real-token"}}],
+        "contexts": [{"name": "prod", "context": {"cluster": "east", "user": "me"}},
+                     {"name": "other", "context": {"cluster": "east", "user": "me"}}],
+    }))
+    try:
+        started = time.monotonic()
+        result = run("plan", "--from-cluster", "--kubeconfig", kubeconfig, "--context", "other", "--timeout", "2s")
+        took = time.monotonic() - started
+    finally:
+        silent.close()
+    assert result.code == 1 and took < 20, (result.code, took)
+    assert f"kubeconfig {kubeconfig}, context other, server http://127.0.0.1:{port}" in result.err
+    assert "no answer within 2 s (--timeout)" in result.err and "Traceback" not in result.err
+
+
+def test_context_is_for_from_cluster_only(run: Run) -> None:
+    result = run("plan", str(EXAMPLE), "--context", "prod")
+    assert result.code == 2 and "--context are used only with --from-cluster" in result.err
