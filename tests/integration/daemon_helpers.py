@@ -158,3 +158,27 @@ def audit_writes(log: Path, user: str, since: float) -> list[dict[str, Any]]:
         if received.timestamp() >= since:
             out.append(event)
     return out
+
+
+async def run_cli(cluster: Any, *argv: str) -> tuple[int, str, str]:
+    """A `bootimage-controller` command as an administrator runs it, in its own process, against
+    `cluster` (a harness TestCluster): (exit code, stdout, stderr)."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bootimage_controller", *argv, "--kubeconfig", str(cluster.kubeconfig),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(proc.communicate(), 120)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
+async def plan_from_cluster(cluster: Any, *extra: str) -> dict[str, Any]:
+    """`plan --from-cluster -o json` (it must succeed)."""
+    code, out, err = await run_cli(cluster, "plan", "--from-cluster", "-o", "json", *extra)
+    assert code == 0, err
+    doc: dict[str, Any] = json.loads(out)
+    return doc
+
+
+def next_writes(doc: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    """MachineSet name -> (writer, when) as plan's JSON says (`nextWrite`)."""
+    return {m["name"]: (m["nextWrite"]["writer"], m["nextWrite"]["when"]) for m in doc["machineSets"]}

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -50,7 +49,15 @@ from bootimage_controller.constants import (
     MAPI_NAMESPACE,
 )
 
-from .daemon_helpers import daemon_task, list_machinesets, user_data_secret, wait_for
+from .daemon_helpers import (
+    daemon_task,
+    list_machinesets,
+    next_writes,
+    plan_from_cluster,
+    run_cli,
+    user_data_secret,
+    wait_for,
+)
 from .test_coexistence import FIXTURE, INSTALLED_412, NEXT_RHEL9, NEXT_RHEL10, ami, creator_of, golden
 from .test_daemon_cloud import credentials_secret
 
@@ -74,19 +81,8 @@ def moto_with_next_amis(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iter
         yield url
 
 
-async def cli(cluster: TestCluster, *argv: str) -> tuple[int, str, str]:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bootimage_controller", *argv, "--kubeconfig", str(cluster.kubeconfig),
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-    out, err = await asyncio.wait_for(proc.communicate(), 120)
-    return proc.returncode or 0, out.decode(), err.decode()
-
-
-async def next_writes(cluster: TestCluster, *extra: str) -> dict[str, tuple[str, str]]:
-    code, out, err = await cli(cluster, "plan", "--from-cluster", "-o", "json", *extra)
-    assert code == 0, err
-    return {m["name"]: (m["nextWrite"]["writer"], m["nextWrite"]["when"])
-            for m in json.loads(out)["machineSets"]}
+async def planned(cluster: TestCluster, *extra: str) -> dict[str, tuple[str, str]]:
+    return next_writes(await plan_from_cluster(cluster, *extra))
 
 
 async def play_operator(api: k8s_client.ApiClient, node_disruption: Any) -> None:
@@ -152,13 +148,13 @@ async def test_beside_the_real_mco_plan_says_who_writes_what_and_that_is_what_ha
     cluster = fresh_cluster(crd_dirs=(MCO_CRDS,))
     async with await api_client_for(cluster.kubeconfig) as api:
         node_disruption = await arrange(api, binary)
-        code, out, err = await cli(cluster, "hand-over", "handed-pool", "--yes")
+        code, out, err = await run_cli(cluster, "hand-over", "handed-pool", "--yes")
         assert code == 0, out + err
         holder = await kube_request(api, "GET", f"/api/v1/namespaces/{MAPI_NAMESPACE}/configmaps/{CLAIM_HOLDER_NAME}")
         await apply(api, machineset_from_fixture(FIXTURE, "claimed-pool", owner_references=[{
             "apiVersion": "v1", "kind": "ConfigMap", "name": CLAIM_HOLDER_NAME, "uid": holder["metadata"]["uid"],
             "controller": True, "blockOwnerDeletion": False}]))
-        said = await next_writes(cluster)
+        said = await planned(cluster)
         assert said == EXPECTED_NEXT, said
 
         mco_log = tmp_path / "mco.log"
@@ -183,11 +179,11 @@ async def test_beside_the_real_mco_plan_says_who_writes_what_and_that_is_what_ha
 
                 # A golden-data change, planned before it lands (`--bootimages`, the next release's
                 # ConfigMap): the same writers; then it lands and they write.
-                settled = await next_writes(cluster)
+                settled = await planned(cluster)
                 assert set(settled.values()) == {("nobody", "never")}, settled
                 next_cm = tmp_path / "next-coreos-bootimages.json"
                 next_cm.write_text(json.dumps(golden(True)))
-                assert await next_writes(cluster, "--bootimages", str(next_cm)) == EXPECTED_NEXT
+                assert await planned(cluster, "--bootimages", str(next_cm)) == EXPECTED_NEXT
                 await apply(api, golden(True))
                 second = targets(golden(True))
                 await wait_for(lambda: at(api, second), 90, "every MachineSet at the next images")
@@ -216,7 +212,7 @@ async def test_beside_the_real_mco_plan_says_who_writes_what_and_that_is_what_ha
                 stale = ami(machineset_from_fixture(FIXTURE, "argo-pool"))
                 live["spec"]["template"]["spec"]["providerSpec"]["value"]["ami"]["id"] = stale
                 await kube_request(api, "PUT", f"{MS_PATH}/argo-pool", live)
-                said = await next_writes(cluster)
+                said = await planned(cluster)
                 assert said["argo-pool"] == ("nobody", "never") and said["mco-pool"][0] == "nobody"
                 await asyncio.sleep(25)  # longer than the MCO's resync (20 s here): it would have written
                 assert ami((await list_machinesets(api))["argo-pool"]) == stale, mco_log.read_text()[-3000:]

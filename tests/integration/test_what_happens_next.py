@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +47,14 @@ from bootimage_controller.constants import (
     METRIC_WRITER_CONFLICTS,
 )
 
-from .daemon_helpers import list_machinesets, run_args, user_data_secret
+from .daemon_helpers import (
+    list_machinesets,
+    next_writes,
+    plan_from_cluster,
+    run_args,
+    run_cli,
+    user_data_secret,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -72,27 +78,6 @@ async def arrange(api: k8s_client.ApiClient, history: tuple[tuple[str, str], ...
     await apply(api, machineset_from_fixture(AWS, "handme"))
 
 
-async def cli(cluster: TestCluster, *argv: str) -> tuple[int, str, str]:
-    """The command as an administrator runs it: its own process."""
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bootimage_controller", *argv, "--kubeconfig", str(cluster.kubeconfig),
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-    out, err = await asyncio.wait_for(proc.communicate(), 120)
-    assert proc.returncode is not None
-    return proc.returncode, out.decode(), err.decode()
-
-
-async def plan(cluster: TestCluster) -> dict[str, Any]:
-    code, out, err = await cli(cluster, "plan", "--from-cluster", "-o", "json")
-    assert code == 0, err
-    doc: dict[str, Any] = json.loads(out)
-    return doc
-
-
-def writers(doc: dict[str, Any]) -> dict[str, tuple[str, str]]:
-    return {m["name"]: (m["nextWrite"]["writer"], m["nextWrite"]["when"]) for m in doc["machineSets"]}
-
-
 async def once(cluster: TestCluster) -> int:
     return await asyncio.wait_for(daemon._run(run_args(cluster.kubeconfig, "--once", "--no-leader-elect")), 120)
 
@@ -110,12 +95,12 @@ async def test_plan_says_what_run_once_writes_before_and_after_the_upgrade_compl
     kube_cluster: TestCluster, kube_api: k8s_client.ApiClient
 ) -> None:
     await arrange(kube_api, (("4.22.0", "Partial"), ("4.16.0", "Completed")))
-    doc = await plan(kube_cluster)
+    doc = await plan_from_cluster(kube_cluster)
     assert doc["gate"]["open"] is False and "Partial" in doc["gate"]["message"]
-    said = writers(doc)
+    said = next_writes(doc)
     assert said["rhel10"] == ("bootimage-controller", "after-upgrade")
     assert said["plain"] == ("mco", "after-upgrade") and said["handme"] == ("mco", "after-upgrade")
-    code, table, _ = await cli(kube_cluster, "plan", "--from-cluster")
+    code, table, _ = await run_cli(kube_cluster, "plan", "--from-cluster")
     assert code == 0
     assert "nothing is patched until the upgrade completes" in " ".join(table.split())
     before = await versions(kube_api)
@@ -123,9 +108,9 @@ async def test_plan_says_what_run_once_writes_before_and_after_the_upgrade_compl
     assert await versions(kube_api) == before, "the gate is closed: nothing written"
 
     await apply(kube_api, cluster_version((("4.22.0", "Completed"), ("4.16.0", "Completed"))))
-    doc = await plan(kube_cluster)
+    doc = await plan_from_cluster(kube_cluster)
     assert doc["gate"]["open"] is True
-    ours_now = {n for n, w in writers(doc).items() if w == ("bootimage-controller", "now")}
+    ours_now = {n for n, w in next_writes(doc).items() if w == ("bootimage-controller", "now")}
     assert ours_now == {"rhel10"}
     await once(kube_cluster)
     after = await versions(kube_api)
@@ -136,10 +121,10 @@ async def test_a_writer_conflict_is_said_once_with_the_fix_and_the_fix_ends_it(
     kube_cluster: TestCluster, kube_api: k8s_client.ApiClient
 ) -> None:
     await arrange(kube_api, (("4.22.0", "Completed"), ("4.16.0", "Completed")))
-    doc = await plan(kube_cluster)
+    doc = await plan_from_cluster(kube_cluster)
     argo = next(m for m in doc["machineSets"] if m["name"] == "argo")
     assert (argo["manager"], argo["alsoWrittenBy"], argo["nextWrite"]["writer"]) == ("gitops", ["mco"], "mco")
-    code, table, _ = await cli(kube_cluster, "plan", "--from-cluster")
+    code, table, _ = await run_cli(kube_cluster, "plan", "--from-cluster")
     assert code == 0
     assert "1 writer conflict" in " ".join(table.split())
     await once(kube_cluster)
@@ -165,7 +150,7 @@ async def test_a_writer_conflict_is_said_once_with_the_fix_and_the_fix_ends_it(
     await apply(kube_api, live)
     await kube_request(kube_api, "PATCH", "/apis/operator.openshift.io/v1/machineconfigurations/cluster", patch,
                        content_type="application/merge-patch+json")
-    doc = await plan(kube_cluster)
+    doc = await plan_from_cluster(kube_cluster)
     rows = {m["name"]: m for m in doc["machineSets"]}
     assert rows["argo"]["alsoWrittenBy"] == [] and rows["argo"]["nextWrite"]["writer"] == "nobody"
     assert rows["plain"]["manager"] == "mco", "every other MachineSet stays the MCO's"
@@ -179,10 +164,10 @@ async def test_hand_over_claims_and_annotates_in_one_write_and_warns_first_when_
     # Installed at 4.12: once the MCO skips the MachineSet, its skew record falls back below 4.13.
     await arrange(kube_api, (("4.22.0", "Completed"), ("4.12.0", "Completed")))
     before = await versions(kube_api)
-    code, out, _ = await cli(kube_cluster, "hand-over", "handme")
+    code, out, _ = await run_cli(kube_cluster, "hand-over", "handme")
     assert code == 1 and "hold upgrades" in out and "nothing written" in out
     assert await versions(kube_api) == before
-    code, out, err = await cli(kube_cluster, "hand-over", "handme", "--yes")
+    code, out, err = await run_cli(kube_cluster, "hand-over", "handme", "--yes")
     assert code == 0, out + err
     live = (await list_machinesets(kube_api))["handme"]
     refs = live["metadata"].get("ownerReferences") or []
@@ -193,17 +178,17 @@ async def test_hand_over_claims_and_annotates_in_one_write_and_warns_first_when_
     both = [f for f in entries if "f:ownerReferences" in json.dumps(f["fieldsV1"])
             and ANNOTATION_BOOT_IMAGE_MANAGER in json.dumps(f["fieldsV1"])]
     assert both, entries
-    assert writers(await plan(kube_cluster))["handme"][0] == "bootimage-controller"
-    code, out, _ = await cli(kube_cluster, "hand-over", "handme", "--yes")
+    assert next_writes(await plan_from_cluster(kube_cluster))["handme"][0] == "bootimage-controller"
+    code, out, _ = await run_cli(kube_cluster, "hand-over", "handme", "--yes")
     assert code == 0 and "already handed over" in out
 
-    code, out, err = await cli(kube_cluster, "hand-back", "handme")
+    code, out, err = await run_cli(kube_cluster, "hand-back", "handme")
     assert code == 0, out + err
     live = (await list_machinesets(kube_api))["handme"]
     assert not live["metadata"].get("ownerReferences")
     assert ANNOTATION_BOOT_IMAGE_MANAGER not in (live["metadata"].get("annotations") or {})
-    assert writers(await plan(kube_cluster))["handme"][0] == "mco"
-    code, out, _ = await cli(kube_cluster, "hand-back", "missing")
+    assert next_writes(await plan_from_cluster(kube_cluster))["handme"][0] == "mco"
+    code, out, _ = await run_cli(kube_cluster, "hand-back", "missing")
     assert code == 1 and "not found" in out
 
 
@@ -211,7 +196,7 @@ async def test_hand_over_of_a_machineset_the_mco_would_not_hold_for_writes_witho
     kube_cluster: TestCluster, kube_api: k8s_client.ApiClient, tmp_path: Path
 ) -> None:
     await arrange(kube_api, (("4.22.0", "Completed"), ("4.16.0", "Completed")))
-    code, out, err = await cli(kube_cluster, "hand-over", "handme")
+    code, out, err = await run_cli(kube_cluster, "hand-over", "handme")
     assert code == 0, out + err
     assert "handed over to bootimage-controller" in out
 
@@ -241,7 +226,7 @@ async def test_a_machineset_a_policy_keeps_is_external_proposed_and_never_writte
             await kube_request(policy, "PATCH", path, body, content_type="application/merge-patch+json")
 
         await enforce()
-        doc = await plan(kube_cluster)
+        doc = await plan_from_cluster(kube_cluster)
         row = next(m for m in doc["machineSets"] if m["name"] == "policed")
         assert (row["manager"], row["action"], row["nextWrite"]["writer"]) == ("external", "patch", "external")
         ours = [e for e in (await list_machinesets(kube_api))["policed"]["metadata"]["managedFields"]
