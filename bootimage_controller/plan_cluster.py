@@ -62,15 +62,15 @@ def fetch_cluster_objects(
 
 async def _read_within(kubeconfig: str | None, with_secrets: bool, vsphere_secret: tuple[str, str] | None,
                        context: str | None, timeout: float | None) -> list[SourcedObject]:
-    where = _where(kubeconfig, context)
+    # Where it went wrong is worked out only when it did: a read that succeeds opens no file twice.
     try:
         return await asyncio.wait_for(
             read_cluster_objects(kubeconfig, with_secrets, vsphere_secret, context=context), timeout)
     except TimeoutError:
-        raise ClusterReadError(f"{where}: no answer within {timeout:g} s (--timeout)") from None
+        raise ClusterReadError(f"{_where(kubeconfig, context)}: no answer within {timeout:g} s (--timeout)") from None
     except ClusterReadError as exc:
         text = str(exc)  # a read that failed gets where; a kubeconfig that cannot be used says so itself
-        raise ClusterReadError(f"{where}: {text}" if text.startswith("reading ") else text) from None
+        raise ClusterReadError(f"{_where(kubeconfig, context)}: {text}" if text.startswith("reading ") else text) from None
 
 
 def _where(kubeconfig: str | None, context: str | None) -> str:

@@ -36,6 +36,9 @@ from .skew.record import BootImageRelease, ReleaseKind, pick_cluster_boot_image
 from .skew.verdict import SkewLimits, below_limit
 from .skew.versions import OcpVersion
 
+# Said in every proposal for a MachineSet the MCO writes too (it reads no GitOps, Hive or policy mark).
+MCO_WRITES_TOO = "the Machine Config Operator writes this MachineSet too (see BootImageWriterConflict)"
+
 
 def proposal_message(decision: BootImageDecision) -> str:
     """`BootImageUpdateProposed`: what Git should change, as a JSON patch to apply (`kubectl patch
@@ -45,7 +48,7 @@ def proposal_message(decision: BootImageDecision) -> str:
     what = f"{decision.current_release or 'unknown release'} -> {decision.target_release or 'golden'}"
     if Manager.MCO in decision.also_written_by:
         # The MCO reads no GitOps mark: it writes this MachineSet too (Event BootImageWriterConflict).
-        what += "; the Machine Config Operator writes this MachineSet too (see BootImageWriterConflict)"
+        what += f"; {MCO_WRITES_TOO}"
     head = f"proposed boot image update {what} ({decision.manager_why}); JSON patch: "
     if len(head) + len(patch) <= MAX_EVENT_MESSAGE:
         return head + patch
@@ -76,8 +79,7 @@ def hive_change(decision: BootImageDecision) -> str:
 def hive_proposal_message(decision: BootImageDecision) -> str:
     """`BootImageUpdateProposed` for a Hive MachinePool's MachineSet: the hub's field to set."""
     what = f"{decision.current_release or 'unknown release'} -> {decision.target_release or 'golden'}"
-    also = ("; the Machine Config Operator writes this MachineSet too (see BootImageWriterConflict)"
-            if Manager.MCO in decision.also_written_by else "")
+    also = f"; {MCO_WRITES_TOO}" if Manager.MCO in decision.also_written_by else ""
     return f"proposed boot image update {what} ({decision.manager_why}): {hive_change(decision)}{also}"[:MAX_EVENT_MESSAGE]
 
 

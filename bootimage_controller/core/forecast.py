@@ -86,10 +86,6 @@ class NextWrite:
     conflict: WriterConflict | None = None
 
     @property
-    def ours(self) -> bool:
-        return self.writer is Writer.OURS
-
-    @property
     def changes(self) -> bool:
         return self.writer is not Writer.NOBODY
 
