@@ -169,3 +169,16 @@ def test_skips_fall_back_to_the_install_version() -> None:
 def test_errors_leave_the_record_untouched() -> None:
     assert after(1, 2, ["9.6.20251212-1"]) == CURRENT
     assert after(0, 1, ["9.6.20251212-1"]) == CURRENT
+
+
+@pytest.mark.parametrize(
+    ("version", "expected"),
+    [
+        # The unpaid marketplace image's version is the RHEL-aligned build's date: RHEL 9.6.
+        ("9.6.20251015", BootImageRelease.rhcos("9.6.20251015", ReleaseSource.BUNDLED_INDEX)),
+        # A paid image's version names its OCP minor: judged as OCP 4.18 (the MCO: major.minor only).
+        ("4.18.2025031114", BootImageRelease.ocp("4.18.0", ReleaseSource.BUNDLED_INDEX)),
+    ],
+)
+def test_azure_marketplace_versions_are_judged(version: str, expected: BootImageRelease) -> None:
+    assert machineset_boot_image({}, version, "BundledIndex", "411.86.202308081056-0", INSTALL) == expected

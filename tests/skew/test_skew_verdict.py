@@ -246,3 +246,17 @@ def test_to_json_is_exactly_the_plan_skew_object() -> None:
     assert isinstance(out["message"], str) and out["message"]
     json.dumps(out)  # plain JSON types only
     assert verdict(NONE).to_json()["clusterBootImage"] is None
+
+
+def test_counted_skips_are_named_with_their_reason() -> None:
+    left = MachineSetSkewInput("ns/cvm", None, BootImageRelease.rhcos("411.86.202308081056-0", ReleaseSource.ALEPH), "UnsupportedSecurityType")
+    held = verdict(AUTOMATIC, left, ms("ns/ok", "9.6.20251212-1"))
+    assert not held.upgradeable
+    assert "MachineSets below the limit: ns/cvm (skipped: UnsupportedSecurityType)" in held.message
+    fine = MachineSetSkewInput("ns/cvm", None, BootImageRelease.rhcos("9.6.20251212-1", ReleaseSource.ALEPH), "MarketplaceDataMissing")
+    allowed = verdict(AUTOMATIC, fine)
+    assert allowed.upgradeable
+    assert allowed.skipped == ("ns/cvm (skipped: MarketplaceDataMissing)",)
+    assert "ns/cvm (skipped: MarketplaceDataMissing)" in allowed.message
+    # Manual mode judges the administrator's value, not MachineSets: no list.
+    assert verdict(manual(ManualMode.RHCOS_VERSION, "9.6.20251212-1"), fine).skipped == ()

@@ -69,12 +69,7 @@ class AzureRules:
             )
         security_type = read.string("securityProfile", "settings", "securityType")
         if security_type:
-            return Skip(
-                Reason.UNSUPPORTED_SECURITY_TYPE,
-                f"{who}: securityType {security_type} (Trusted Launch / confidential VMs) needs images the "
-                "marketplace data does not name; boot images of such MachineSets are left alone",
-                location=location,
-            )
+            return _security_type_skip(ctx, read, security_type, location)
         image = _read_image(read)
         field = read.path("image")
         variant = _variant(image)
@@ -122,6 +117,26 @@ class AzureRules:
             location=location,
         )
         return verify_target(ctx, Platform.AZURE, target, urn(found))
+
+
+def _security_type_skip(ctx: RuleContext, read: SpecReader, security_type: str, location: str | None) -> Skip:
+    """Trusted Launch and confidential VMs: left alone, counted as skipped (the MCO since #6404).
+
+    The skew verdict then judges the image such a MachineSet keeps, so say what it is when the
+    marketplace data or the bundled index knows it (a gallery image says nothing).
+    """
+    image = _read_image(read) if read.mapping("image") is not None else None
+    release, source = _current_release(ctx, image) if image is not None else (None, None)
+    return Skip(
+        Reason.UNSUPPORTED_SECURITY_TYPE,
+        f"{ctx.resource.display}: securityType {security_type} (Trusted Launch / confidential VMs) needs images "
+        "the marketplace data does not name; boot images of such MachineSets are left alone",
+        field=read.path("image") if image is not None else None,
+        current=image.fields if image is not None else None,
+        current_release=release,
+        current_release_source=str(source) if source else None,
+        location=location,
+    )
 
 
 def urn(image: AzureMarketplaceImage) -> str:

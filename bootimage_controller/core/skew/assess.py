@@ -159,4 +159,26 @@ def _skew_input(
     labels = get_path(obj, ("metadata", "labels")) if obj is not None else None
     label = labels.get(LABEL_OSSTREAM) if isinstance(labels, Mapping) else None
     release = machineset_boot_image(_annotations(obj), d.current_release, d.current_release_source, aleph, install_version)
-    return MachineSetSkewInput(d.key, label if isinstance(label, str) else None, release)
+    skipped = str(d.reason) if d.action is Action.SKIP and d.reason in LEFT_BEHIND else None
+    return MachineSetSkewInput(d.key, label if isinstance(label, str) else None, release, skipped)
+
+
+# Skips of an enrolled MachineSet this controller would keep current but cannot: it stays at the
+# image it has, which the verdict judges and names with the reason (the MCO counts the Azure ones
+# as skipped since #6404). Choices (NotEnrolled, OwnedByOther, CustomBootImage, Windows) are not here.
+LEFT_BEHIND = frozenset(
+    {
+        Reason.UNSUPPORTED_SECURITY_TYPE,
+        Reason.MARKETPLACE_DATA_MISSING,
+        Reason.MARKETPLACE_IMAGE_NOT_FOUND,
+        Reason.UNSUPPORTED_ARCHITECTURE,
+        Reason.ARCHITECTURE_NOT_IN_STREAM,
+        Reason.REGION_NOT_IN_STREAM,
+        Reason.IMAGE_NOT_IN_STREAM,
+        Reason.STREAM_NOT_AVAILABLE,
+        Reason.UNSUPPORTED_IMAGE_REFERENCE,
+        Reason.TARGET_IMAGE_NOT_FOUND,
+        Reason.TARGET_IMAGE_DEPRECATED,
+        Reason.FAILURE_DOMAIN_NOT_FOUND,
+    }
+)

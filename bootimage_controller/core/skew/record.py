@@ -27,7 +27,7 @@ import structlog
 
 from ...constants import ANNOTATION_ALEPH_VERSION, ANNOTATION_RELEASE, UNKNOWN_RELEASE_VERSION
 from ...errors import InputError, VersionError
-from .versions import OcpVersion, RhcosVersion, parse_rhcos_version
+from .versions import OcpVersion, RhcosVersion, marketplace_ocp_version, parse_rhcos_version
 
 log = structlog.get_logger(__name__)
 
@@ -171,7 +171,11 @@ def machineset_boot_image(
     if decision_current_release and source in IMAGE_SOURCES:
         if _is_rhcos(decision_current_release):
             return BootImageRelease.rhcos(decision_current_release.strip(), source)
-        # e.g. an Azure marketplace image version (9.6.20251015): no RHCOS build id to judge.
+        # A paid Azure image's version names the OCP minor it shipped with: judged as that release
+        # (the MCO compares marketplace versions by major.minor only).
+        paid = marketplace_ocp_version(decision_current_release)
+        if paid is not None:
+            return BootImageRelease.ocp(paid, source)
         _warn_once("current_release_ignored", decision_current_release, source=str(source))
     if aleph_min and _is_rhcos(aleph_min):
         return BootImageRelease.rhcos(aleph_min.strip(), ReleaseSource.ALEPH)

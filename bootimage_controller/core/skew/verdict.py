@@ -124,6 +124,14 @@ class MachineSetSkewInput:
     name: str
     stream_label: str | None
     release: BootImageRelease | None  # None: nothing says what it boots (see record.machineset_boot_image)
+    # Set when this controller leaves the MachineSet at the image it has although it is enrolled (a
+    # confidential VM, a stream without its Hyper-V generation...): the decision reason, named in the
+    # verdict so the fix is findable (the MCO counts these as skipped since #6404).
+    skipped: str | None = None
+
+    @property
+    def labelled(self) -> str:
+        return f"{self.name} (skipped: {self.skipped})" if self.skipped else self.name
 
 
 @dataclass(frozen=True)
@@ -179,6 +187,7 @@ class SkewVerdict:
     mismatches: tuple[StreamMismatch, ...] = ()  # the same, with the details for events and plan
     below_limit: tuple[str, ...] = ()  # MachineSets whose boot image is below its limit
     unknown: tuple[str, ...] = ()  # MachineSets whose boot image nothing identifies (not judged)
+    skipped: tuple[str, ...] = ()  # "ns/name (skipped: Reason)": left at their image, judged by it
 
     def to_json(self) -> dict[str, Any]:
         """The `skew` object of `plan -o json` (SPEC section 4), keys exact."""
@@ -228,13 +237,18 @@ def evaluate_skew(
     named = _judged(status, machinesets)
     judgements = [(name, judge(release, limits)) for name, release in named]
     cluster_image = pick_cluster_boot_image((r for _, r in named), lambda r: below_limit(r, limits))
-    below = [(name, j) for name, j in judgements if j.below]
+    labelled = {ms.name: ms.labelled for ms in machinesets}
+    below = [(labelled.get(name, name), j) for name, j in judgements if j.below]
     upgradeable, reason, message = _outcome(
         status, below, mismatches, cluster_image, limits, degraded, degraded_message, cluster_version_minor
     )
-    unknown = tuple(sorted(ms.name for ms in machinesets if ms.release is None)) if _judges_machinesets(status) else ()
+    judges_machinesets = _judges_machinesets(status)
+    unknown = tuple(sorted(ms.name for ms in machinesets if ms.release is None)) if judges_machinesets else ()
     if unknown:
         message += f"; {unknown_message(unknown)}"
+    skipped = tuple(sorted(ms.labelled for ms in machinesets if ms.skipped)) if judges_machinesets else ()
+    if skipped and upgradeable:
+        message += f"; {skipped_message(skipped)}"
     return SkewVerdict(
         mode=status.mode,
         upgradeable=upgradeable,
@@ -246,6 +260,14 @@ def evaluate_skew(
         mismatches=mismatches,
         below_limit=tuple(sorted({name for name, _ in below if name})),
         unknown=unknown,
+        skipped=skipped,
+    )
+
+
+def skipped_message(labelled: Sequence[str]) -> str:
+    return (
+        f"left at the boot image they have and judged by it: {first_names(labelled, 5)}; "
+        "update them by hand or change what the reason names"
     )
 
 

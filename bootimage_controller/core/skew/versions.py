@@ -9,7 +9,12 @@ OCP            example                      meaning of the fields
 4.3            ``43.82.202008010953.0``     OCP 4.3 / RHEL 8.2 / YYYYMMDDHHMM . serial
 4.4 - 4.18     ``418.94.202410090804-0``    OCP 4.18 / RHEL 9.4 / YYYYMMDDHHMM - serial
 4.19 and on    ``9.6.20250402-0``           RHEL 9.6 / YYYYMMDD - serial ("RHEL-aligned")
+Azure          ``9.6.20251015``             RHEL 9.6 / YYYYMMDD: the unpaid marketplace image's
+                                            version, the build's date without its serial (0)
 =============  ===========================  ============================================
+
+The paid Azure images' versions (``4.18.2025031114``: OCP 4.18 / YYYYMMDDHH) name an OCP minor,
+not a build: `record.marketplace_ocp_version` reads them.
 
 The first field tells the schemes apart: OCP-encoded ids start with ``4`` followed by the OCP
 minor (41..419), RHEL-aligned ids start with a RHEL major (8, 9, 10, ...). Unlike the Machine
@@ -32,6 +37,9 @@ from ...errors import VersionError
 # ValueError (Python's int max str digits), and no real version field is longer than a timestamp.
 _N = r"\d{1,9}"
 _BUILD_ID = re.compile(rf"^({_N})\.({_N})\.(\d{{8}}|\d{{12}})([.-])({_N})$", re.ASCII)
+# Azure's unpaid marketplace images (`9.6.20251015`) and paid ones (`4.18.2025031114`).
+_MARKETPLACE_RHEL = re.compile(r"^([0-9]{1,2})\.([0-9]{1,3})\.([0-9]{8})$", re.ASCII)
+_MARKETPLACE_OCP = re.compile(r"^4\.([0-9]{1,3})\.([0-9]{10})$", re.ASCII)
 _OCP = re.compile(rf"^v?({_N})\.({_N})(?:\.({_N}))?(?:[-+].*)?$", re.ASCII)
 _RHEL = re.compile(rf"({_N})\.({_N})", re.ASCII)
 # Longest text any parser here looks at; real values are under 40 characters.
@@ -136,6 +144,10 @@ def parse_rhcos_version(text: str) -> RhcosVersion:
 def _parse_rhcos_version(text: str) -> RhcosVersion:
     m = _BUILD_ID.fullmatch(text.strip()) if len(text) <= MAX_VERSION_TEXT else None
     if not m:
+        aligned = _MARKETPLACE_RHEL.fullmatch(text.strip()) if len(text) <= MAX_VERSION_TEXT else None
+        if aligned is not None and 8 <= int(aligned.group(1)) < _OCP_ENCODED_MIN:
+            rhel = RhelVersion(int(aligned.group(1)), int(aligned.group(2)))
+            return RhcosVersion(text, BuildIdScheme.RHEL_ALIGNED, rhel, None, aligned.group(3), 0)
         raise VersionError(
             "RHCOS version",
             None,
@@ -164,3 +176,9 @@ def rhel_major_of(build_id: str) -> int | None:
         return parse_rhcos_version(build_id).rhel_major
     except VersionError:
         return None
+
+
+def marketplace_ocp_version(text: str) -> OcpVersion | None:
+    """The OCP minor a paid Azure marketplace image version names (`4.18.2025031114` -> 4.18.0)."""
+    m = _MARKETPLACE_OCP.fullmatch(text.strip()) if _plausible(text) else None
+    return OcpVersion(4, int(m.group(1))) if m else None
