@@ -215,6 +215,7 @@ def _add_plan(sub: Any) -> None:
     _add_cloud_endpoints(p)
     _add_gitops_label(p)
     p.add_argument("-v", "--verbose", action="store_true", help="log debug details (ignored files, sources) to stderr")
+    _add_logging(p, one_shot=True)
     p.set_defaults(handler=cmd_plan)
 
 
@@ -314,7 +315,7 @@ def _add_release_claims(sub: Any) -> None:
         epilog="exit status: 0 every claim released, 1 a failure, said in one 'error:' line",
     )
     _add_kubeconfig(p, "default: in-cluster, else $KUBECONFIG or ~/.kube/config")
-    _add_logging(p)
+    _add_logging(p, one_shot=True)
     p.set_defaults(handler=_lazy("commands", "release_claims"))
 
 
@@ -333,7 +334,7 @@ def _add_rollback(sub: Any) -> None:
     p.add_argument("-n", "--namespace", default=MAPI_NAMESPACE, help=f"its namespace (default: {MAPI_NAMESPACE})")
     p.add_argument("--dry-run", action="store_true", help="show the change without writing it")
     _add_kubeconfig(p, "default: in-cluster, else $KUBECONFIG or ~/.kube/config")
-    _add_logging(p)
+    _add_logging(p, one_shot=True)
     p.set_defaults(handler=_lazy("commands", "rollback"))
 
 
@@ -356,7 +357,7 @@ def _add_hand_over(sub: Any) -> None:
     p.add_argument("--yes", action="store_true", help="hand over even when the MCO will then hold upgrades")
     _add_skew_limits(p)
     _add_kubeconfig(p, "default: in-cluster, else $KUBECONFIG or ~/.kube/config")
-    _add_logging(p)
+    _add_logging(p, one_shot=True)
     p.set_defaults(handler=_lazy("handover", "hand_over"))
     back = sub.add_parser(
         "hand-back", help="hand MachineSets back: claim and annotation removed in one write",
@@ -370,7 +371,7 @@ def _add_hand_over(sub: Any) -> None:
     back.add_argument("names", nargs="+", metavar="NAME", help="the MachineSets")
     back.add_argument("-n", "--namespace", default=MAPI_NAMESPACE, help=f"their namespace (default: {MAPI_NAMESPACE})")
     _add_kubeconfig(back, "default: in-cluster, else $KUBECONFIG or ~/.kube/config")
-    _add_logging(back)
+    _add_logging(back, one_shot=True)
     back.set_defaults(handler=_lazy("handover", "hand_back"))
 
 
@@ -402,7 +403,7 @@ def _add_fleet(sub: Any) -> None:
     p.add_argument("--html", metavar="FILE", help="also write one self-contained HTML page")
     p.add_argument("--fail-on-skew", action="store_true", help="exit 3 when any cluster's next upgrade would be held")
     _add_skew_limits(p)
-    _add_logging(p)
+    _add_logging(p, one_shot=True)
     p.set_defaults(handler=_lazy("fleet.command", "main"))
 
 
@@ -410,11 +411,31 @@ def _add_kubeconfig(p: argparse.ArgumentParser, default_text: str) -> None:
     p.add_argument("--kubeconfig", metavar="FILE", help=f"kubeconfig file ({default_text})")
 
 
-def _add_logging(p: argparse.ArgumentParser) -> None:
+def _add_logging(p: argparse.ArgumentParser, *, one_shot: bool = False) -> None:
+    """`--log-format`/`--log-level`; a one-shot command also gets `-v` (unless it has its own) and
+    logs only warnings, as plain sentences, by default (SPEC section 6)."""
+    if not one_shot:
+        p.add_argument("--log-format", choices=("json", "console"), default=None,
+                       help="log format (default: console on a terminal, else json)")
+        p.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"), type=str.upper,
+                       help="log level (default: INFO)")
+        return
     p.add_argument("--log-format", choices=("json", "console"), default=None,
-                   help="log format (default: console on a terminal, else json)")
-    p.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"), type=str.upper,
-                   help="log level (default: INFO)")
+                   help="log as JSON or console lines (default: warnings only, as plain sentences)")
+    p.add_argument("--log-level", default=None, choices=("DEBUG", "INFO", "WARNING", "ERROR"), type=str.upper,
+                   help="log level (default: WARNING; INFO with -v or --log-format)")
+    if not any("-v" in action.option_strings for action in p._actions):
+        p.add_argument("-v", "--verbose", action="store_true", help="log what is read and done, not only warnings")
+    p.set_defaults(one_shot=True)
+
+
+def _logging_of(args: argparse.Namespace) -> tuple[str | None, str]:
+    """(format, level) for a command: a one-shot command's warnings are sentences unless asked."""
+    if not getattr(args, "one_shot", False):
+        return args.log_format, args.log_level
+    if args.log_format is None and not getattr(args, "verbose", False):
+        return "sentences", args.log_level or "WARNING"
+    return args.log_format, args.log_level or ("DEBUG" if getattr(args, "verbose", False) else "INFO")
 
 
 def _add_skew_limits(p: argparse.ArgumentParser) -> None:
@@ -455,7 +476,7 @@ def _lazy(module: str, function: str) -> Handler:
     """A handler importing `bootimage_controller.<module>.<function>` only when its command runs."""
 
     def handler(args: argparse.Namespace) -> int:
-        _configure_logging(args.log_format, args.log_level)
+        _configure_logging(*_logging_of(args))
         name = f"{__package__}.{module}"
         try:
             mod = importlib.import_module(name)
@@ -495,7 +516,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _stdout_gone()
         return EXIT_OK
     except Exception as exc:  # one line, never a traceback (SPEC: every failure is an exit code and a message)
-        print(f"error: {_one_line(exc)}", file=sys.stderr)
+        print(f"error: {_one_line(exc, args.command)}", file=sys.stderr)
         if os.environ.get(TRACEBACK_ENV):
             raise
         return EXIT_BAD_INPUT
@@ -505,14 +526,29 @@ def main(argv: Sequence[str] | None = None) -> int:
 TRACEBACK_ENV = "BOOTIMAGE_TRACEBACK"
 
 
-def _one_line(exc: Exception) -> str:
-    """What went wrong, in the words an administrator can act on."""
+def _one_line(exc: Exception, command: str | None = None) -> str:
+    """What went wrong, in the words an administrator can act on. An answer of the API server (a
+    403, a 404) is the server's word, never "unexpected"; only a fault of ours asks for a traceback."""
+    from kubernetes_asyncio.client.exceptions import ApiException
+
     from .kube.client import ClientConfigError
+    from .kube.errors import ApiError, status_of
+    from .kube.forbidden import Refusal, refused_sentence
     from .kube.retry import CONNECTION_ERRORS, describe
 
     if isinstance(exc, ClientConfigError):
         return str(exc)
     text = describe(exc)
+    answered = isinstance(exc, ApiError) or (isinstance(exc, ApiException) and bool(exc.status))
+    if answered:
+        status = int(getattr(exc, "status", 0) or 0)
+        message = exc.message if isinstance(exc, ApiError) else status_of(exc)[1]  # type: ignore[arg-type]
+        refusal = Refusal.from_message(message or "") if status == 403 else None
+        if refusal is not None:
+            return refused_sentence([refusal], command)
+        if status == 401:
+            return f"the API server did not accept the credentials ({text}): log in again or check the kubeconfig"
+        return f"the API server answered {text}"
     if isinstance(exc, (*CONNECTION_ERRORS, OSError)):
         return f"cannot reach the Kubernetes API server: {text}"
     return f"{text} (unexpected; set {TRACEBACK_ENV}=1 for the traceback)"
@@ -549,7 +585,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from . import plan_inputs, plan_output
     from .core.skew.verdict import SkewLimits
 
-    _configure_logging(None, "DEBUG" if args.verbose else "WARNING")
+    _configure_logging(*_logging_of(args))
     if args.from_cluster:
         from .plan_cluster import fetch_cluster_objects
 

@@ -170,6 +170,10 @@ ANNOTATION_FLUX_SSA: Final = "kustomize.toolkit.fluxcd.io/ssa"
 LABEL_BOOT_IMAGE_WRITER: Final = f"{_MCO}/boot-image-writer"
 
 # --- claims ---------------------------------------------------------------------------------
+# The ClusterRoles of manifests/rbac-users.yaml a 403 names (kube/forbidden.py).
+ROLE_READER: Final = "bootimage-controller-reader"  # plan --from-cluster, fleet
+ROLE_OPERATOR: Final = "bootimage-controller-operator"  # rollback, hand-over, hand-back, release-claims
+ROLE_DAEMON: Final = "bootimage-controller"  # `run`: manifests/rbac-controller.yaml
 CLAIM_HOLDER_NAME: Final = "machineset-boot-image-controller"
 CLAIM_HOLDER_NAMESPACE: Final = MAPI_NAMESPACE
 CLAIM_FINALIZER: Final = f"{_MCO}/boot-image-claims"

@@ -294,7 +294,11 @@ async def _once(
     if unreachable is not None:
         log.error("cannot reach the Kubernetes API server; writing nothing", server=unreachable[0], error=unreachable[1])
         return _once_failed(f"cannot reach the Kubernetes API server {unreachable[0]}: {unreachable[1]}; wrote nothing")
-    if not await store.wait_synced(SYNC_TIMEOUT):
+    refused = await _synced_or_refused(store)
+    if refused is not None:
+        log.error("not allowed to read; writing nothing", refused=refused)
+        return _once_failed(f"{refused}; wrote nothing")
+    if not store.synced():
         log.error("caches did not sync; writing nothing", timeout=SYNC_TIMEOUT, errors=store.sync_errors())
         errors = "; ".join(f"{k}: {v}" for k, v in sorted(store.sync_errors().items()))
         return _once_failed(f"the caches did not sync within {SYNC_TIMEOUT:g}s ({errors}); wrote nothing")
@@ -334,6 +338,21 @@ async def _once(
         return _once_failed(f"lost the Lease during the pass and stopped writing: {exc}{server}")
     finally:
         await elector.release()
+
+
+async def _synced_or_refused(store: Any) -> str | None:
+    """Wait for the caches; `--once` stops at the first 403 (the long-running daemon retries, as
+    RBAC may be fixed meanwhile) and returns the refusal in one sentence naming the role."""
+    from .kube.forbidden import Refusal, refused_sentence
+
+    deadline = asyncio.get_running_loop().time() + SYNC_TIMEOUT
+    while not await store.wait_synced(min(0.5, max(0.0, deadline - asyncio.get_running_loop().time()))):
+        refusals = [r for r in map(Refusal.from_message, store.sync_errors().values()) if r is not None]
+        if refusals:
+            return refused_sentence(refusals, "run")
+        if asyncio.get_running_loop().time() >= deadline:
+            return None
+    return None
 
 
 # How long `--once` asks the API server, after losing the Lease, whether it still answers.

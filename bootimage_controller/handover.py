@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import copy
+import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -144,10 +145,10 @@ async def _hold_warnings(args: argparse.Namespace) -> dict[str, ClaimHold] | Non
     from .plan_cluster import read_cluster_objects
 
     try:
-        objects = await read_cluster_objects(args.kubeconfig, False)
+        objects = await read_cluster_objects(args.kubeconfig, False, command=args.command)
         prepared = plan_inputs.prepare(plan_inputs.classify(objects))
     except Exception as exc:  # a read or parse failure: one line, nothing written
-        print(f"error: cannot judge the hand-over, nothing written: {exc}")
+        print(f"error: cannot judge the hand-over, nothing written: {exc}", file=sys.stderr)
         return None
     machines = {(m.namespace, m.name): m.obj for m in prepared.inputs.machines if m.kind == MACHINESET_KIND}
     decisions = plan_inputs.run_planner(prepared)

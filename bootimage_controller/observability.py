@@ -64,7 +64,8 @@ from .constants import (
 
 log = structlog.get_logger(__name__)
 
-LogFormat = Literal["json", "console"]
+# "sentences": the one-shot commands' default (SPEC section 6): `warning: <what>: <event>` lines.
+LogFormat = Literal["json", "console", "sentences"]
 
 # --- redaction ---------------------------------------------------------------------------------
 
@@ -164,7 +165,7 @@ def _in_cluster() -> bool:
 
 def choose_format(fmt: str | None, stream: Any = None) -> LogFormat:
     """JSON unless asked for console, or unasked on a terminal outside a cluster."""
-    if fmt in ("json", "console"):
+    if fmt in ("json", "console", "sentences"):
         return fmt  # type: ignore[return-value]
     if fmt is not None:
         raise ValueError(f"unknown log format {fmt!r} (expected json or console)")
@@ -212,6 +213,8 @@ def configure_logging(fmt: str | None = None, level: str | int = "INFO", stream:
     if chosen == "json":
         renderer = structlog.processors.JSONRenderer()
         final: list[Any] = [structlog.processors.format_exc_info, renderer]
+    elif chosen == "sentences":
+        final = [structlog.processors.format_exc_info, render_sentence]
     else:
         renderer = structlog.dev.ConsoleRenderer(colors=True)
         final = [renderer]
@@ -239,6 +242,28 @@ def configure_logging(fmt: str | None = None, level: str | int = "INFO", stream:
     # kubernetes_asyncio's REST client logs whole response bodies at DEBUG, Secret data included.
     logging.getLogger("kubernetes_asyncio.client.rest").setLevel(max(numeric, logging.INFO))
     return chosen
+
+
+# Keys a sentence leads with ("warning: ConfigMap coreos-bootimages: not allowed to read").
+_SUBJECT_KEYS = ("object", "cluster", "machineset", "file", "path")
+_NOT_SHOWN = frozenset({"timestamp", "logger", "logger_name", "level", "event", "exc_info", "exception", "stack"})
+
+
+def render_sentence(_logger: Any, _name: str, event: MutableMapping[str, Any]) -> str:
+    """One plain line for a person at a terminal: `warning: <subject>: <event> (key value, ...)`.
+
+    The one-shot commands print their results on stdout; what they log is a side note, so it reads
+    as a sentence, without timestamps or logger names (`-v` or `--log-format json` for those).
+    """
+    level = str(event.get("level", "info"))
+    subject = next((str(event[k]) for k in _SUBJECT_KEYS if event.get(k) not in (None, "")), None)
+    rest = {k: v for k, v in event.items() if k not in _NOT_SHOWN and str(event.get(k)) != subject}
+    text = f"{level}: " + (f"{subject}: " if subject else "") + str(event.get("event", ""))
+    if rest:
+        text += " (" + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in rest.items()) + ")"
+    if event.get("exception"):
+        text += f": {str(event['exception']).strip().splitlines()[-1]}"
+    return text
 
 
 # --- metrics -------------------------------------------------------------------------------------

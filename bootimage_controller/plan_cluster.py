@@ -1,14 +1,19 @@
 """`plan --from-cluster`: the objects `plan` uses, read once from a live cluster.
 
 The reads are the rows of `cluster.CLUSTER_READS`, the table the daemon's informers are built
-from, so `plan` on a live cluster sees what the daemon sees. Missing objects (404) and objects the
-user may not read (403) are left out and logged; anything else is a `ClusterReadError`.
+from, so `plan` on a live cluster sees what the daemon sees. Missing objects (404) are left out.
+Objects the user may not read (403) are left out with one warning naming every refused right, the
+user and the role that grants them, unless the refusal leaves nothing to plan (the MachineSets or
+the golden ConfigMap refused, or nothing readable at all): then it is the error. A cluster where
+every read answers 404 or an empty list is said to be that, not an empty file. Anything else is a
+`ClusterReadError`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +22,7 @@ from typing import Any
 import structlog
 
 from .constants import (
+    BOOTIMAGES_CONFIGMAP,
     CAPI_VERSIONS,
     CLUSTER_DEPLOYMENT_KIND,
     HIVE_GROUP,
@@ -24,12 +30,16 @@ from .constants import (
     HOSTED_CLUSTER_KIND,
     HYPERSHIFT_GROUP,
     HYPERSHIFT_VERSION,
+    MACHINE_API_GROUP,
     MACHINE_POOL_KIND,
+    MACHINESET_KIND,
     MAPI_NAMESPACE,
+    MCO_NAMESPACE,
     NODE_POOL_KIND,
     VSPHERE_CREDENTIALS_SECRET,
 )
 from .core.cluster import CLUSTER_READS, ClusterRead, with_capi_version
+from .kube.forbidden import Refusal, refused_sentence
 from .plan_inputs import CLOUD_SECRET_NAMES, ClusterReadError, SourcedObject
 
 log = structlog.get_logger(__name__)
@@ -44,6 +54,13 @@ class _Read:
     kind: str
     call: Any = field(repr=False)
     is_list: bool = False
+    essential: bool = False  # refused: nothing to plan (the MachineSets, the golden ConfigMap)
+
+
+@dataclass(frozen=True)
+class _ReadResult:
+    objects: list[SourcedObject]
+    refused: Refusal | str | None = None  # a 403: parsed, or what was read when the message is unusual
 
 
 def fetch_cluster_objects(
@@ -99,17 +116,21 @@ def _where(kubeconfig: str | None, context: str | None) -> str:
 
 async def read_cluster_objects(
     kubeconfig: str | None, with_secrets: bool, vsphere_secret: tuple[str, str] | None = None,
-    *, context: str | None = None, hypershift: bool = False,
+    *, context: str | None = None, hypershift: bool = False, command: str = "plan",
 ) -> list[SourcedObject]:
     """`fetch_cluster_objects` in a running event loop; `context` picks a kubeconfig context, and
-    `hypershift` adds the HostedClusters and NodePools (`fleet`)."""
+    `hypershift` adds the HostedClusters and NodePools (`fleet`). `command` chooses the role a 403
+    names."""
     from kubernetes_asyncio import client
     from kubernetes_asyncio.config import ConfigException
 
-    from .kube.client import ClientConfigError, make_api_client
+    from .kube.client import ClientConfigError, make_api_client, missing_kubeconfig
 
     if kubeconfig and not Path(kubeconfig).is_file():
         raise ClusterReadError(f"--kubeconfig {kubeconfig}: no such file")
+    missing = missing_kubeconfig() if not kubeconfig and not os.environ.get("KUBERNETES_SERVICE_HOST") else None
+    if missing:
+        raise ClusterReadError(missing)
     try:
         api = await make_api_client(kubeconfig, context=context)
     except ClientConfigError as exc:
@@ -151,7 +172,25 @@ async def read_cluster_objects(
     for result in results:
         if isinstance(result, BaseException):
             raise result
-    return [obj for group in results if isinstance(group, list) for obj in group]
+    done = [(read, r) for read, r in zip(reads, results, strict=True) if isinstance(r, _ReadResult)]
+    return _objects_or_cause(done, command)
+
+
+def _objects_or_cause(done: list[tuple[_Read, _ReadResult]], command: str) -> list[SourcedObject]:
+    objects = [obj for _, result in done for obj in result.objects]
+    refused = [(read, result.refused) for read, result in done if result.refused is not None]
+    if refused:
+        sentence = refused_sentence([r for _, r in refused if isinstance(r, Refusal)], command,
+                                    unparsed=[f"read {r}" for _, r in refused if isinstance(r, str)])
+        if not objects or any(read.essential for read, _ in refused):
+            raise ClusterReadError(f"reading the cluster: not allowed: {sentence}")
+        log.warning(f"not allowed to read everything; planning without it: {sentence}")
+    elif not objects:
+        raise ClusterReadError(
+            "reading the cluster: it has none of the objects plan reads (no MachineSets, no ConfigMap "
+            f"{MCO_NAMESPACE}/{BOOTIMAGES_CONFIGMAP}, no Infrastructure: every read answered 404 Not Found or an "
+            "empty list): not an OpenShift cluster, or not the one meant?")
+    return objects
 
 
 def _cluster_reads(co: Any, core: Any, capi_version: str = CAPI_VERSIONS[-1]) -> list[_Read]:
@@ -161,7 +200,12 @@ def _cluster_reads(co: Any, core: Any, capi_version: str = CAPI_VERSIONS[-1]) ->
     unknown fields included, with no typed model to reject or rename anything.
     """
     reads = with_capi_version(CLUSTER_READS, capi_version)
-    return [_Read(_what(r), r.api_version, r.kind, _read_call(co, core, r), is_list=r.name is None) for r in reads]
+    return [_Read(_what(r), r.api_version, r.kind, _read_call(co, core, r), is_list=True,
+                  essential=(r.role, r.group) in _ESSENTIAL) for r in reads]
+
+
+# Reads without which there is nothing to plan: refused, they are the error, not a warning.
+_ESSENTIAL = frozenset({(MACHINESET_KIND, MACHINE_API_GROUP), ("bootimages", "")})
 
 
 def _what(read: ClusterRead) -> str:
@@ -171,19 +215,22 @@ def _what(read: ClusterRead) -> str:
 
 
 def _read_call(co: Any, core: Any, read: ClusterRead) -> Any:
-    raw = {"_preload_content": False}
+    """Every read is a list, a named object's with `metadata.name=<name>` as the daemon's informers
+    make it: the same verbs, so whoever may run the daemon may plan (its ClusterRole grants `list`
+    on ClusterOperators and FeatureGates, `get` only on its own)."""
+    raw: dict[str, Any] = {"_preload_content": False}
+    if read.name is not None:
+        raw["field_selector"] = f"metadata.name={read.name}"
     if read.kind == "ConfigMap":
-        return lambda: core.read_namespaced_config_map(read.name, read.namespace, **raw)
+        return lambda: core.list_namespaced_config_map(read.namespace, **raw)
     if read.kind == "Node":
         return lambda: core.list_node(label_selector=read.label_selector, **raw)
-    if read.name is None:
-        return lambda: co.list_namespaced_custom_object(read.group, read.version, read.namespace, read.plural, **raw)
     if read.namespace is None:
-        return lambda: co.get_cluster_custom_object(read.group, read.version, read.plural, read.name, **raw)
-    return lambda: co.get_namespaced_custom_object(read.group, read.version, read.namespace, read.plural, read.name, **raw)
+        return lambda: co.list_cluster_custom_object(read.group, read.version, read.plural, **raw)
+    return lambda: co.list_namespaced_custom_object(read.group, read.version, read.namespace, read.plural, **raw)
 
 
-async def _run_read(read: _Read) -> list[SourcedObject]:
+async def _run_read(read: _Read) -> _ReadResult:
     import aiohttp
     from kubernetes_asyncio.client.exceptions import ApiException
 
@@ -199,10 +246,10 @@ async def _run_read(read: _Read) -> list[SourcedObject]:
         raise ClusterReadError(f"reading {read.what}: {exc or type(exc).__name__}") from None
     if status == 404:
         log.info("not found in the cluster", object=read.what)
-        return []
+        return _ReadResult([])
     if status == 403:
-        log.warning("not allowed to read; planning without it", object=read.what)
-        return []
+        log.info("not allowed to read", object=read.what)
+        return _ReadResult([], Refusal.from_message(_status_message(body)) or read.what)
     if not 200 <= status < 300:
         raise ClusterReadError(f"reading {read.what}: HTTP {status} {reason or ''}".rstrip())
     try:
@@ -212,11 +259,21 @@ async def _run_read(read: _Read) -> list[SourcedObject]:
     items = (value.get("items") or []) if read.is_list else [value]
     source = f"cluster {read.what}"
     # The API omits kind/apiVersion on the items of typed lists.
-    return [
+    return _ReadResult([
         SourcedObject({**item, "apiVersion": item.get("apiVersion") or read.api_version,
                        "kind": item.get("kind") or read.kind}, source)
         for item in items
         if isinstance(item, Mapping)
-    ]
+    ])
+
+
+def _status_message(body: bytes) -> str:
+    """The `message` of the API server's Status answer ("" when it is not one)."""
+    try:
+        value = json.loads(body)
+    except ValueError:
+        return ""
+    message = value.get("message") if isinstance(value, Mapping) else None
+    return message if isinstance(message, str) else ""
 
 

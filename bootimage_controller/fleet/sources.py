@@ -22,7 +22,7 @@ from pathlib import Path
 import yaml
 
 from ..errors import InputError
-from ..kube.client import default_kubeconfig
+from ..kube.client import default_kubeconfig, missing_kubeconfig
 from ..plan_inputs import must_gather_roots
 
 
@@ -103,10 +103,10 @@ def _kubeconfig_files(path: Path) -> list[Path]:
 
 
 def _default_kubeconfig() -> Path:
-    path = default_kubeconfig()
-    if not path.is_file():
-        raise InputError(str(path), None, "no kubeconfig: pass --kubeconfig FILE or set KUBECONFIG")
-    return path
+    problem = missing_kubeconfig()
+    if problem is not None:
+        raise InputError("fleet", None, problem)
+    return default_kubeconfig()
 
 
 def _contexts_of(path: Path) -> tuple[list[str], str | None]:

@@ -228,6 +228,22 @@ def default_kubeconfig() -> Path:
     return Path(os.path.expanduser(env or "~/.kube/config"))
 
 
+def missing_kubeconfig() -> str | None:
+    """What is wrong when no kubeconfig file can be found (None: one exists, or nothing was named).
+
+    `KUBECONFIG=missing` is a different mistake from not setting it: say which files it names.
+    """
+    value = os.environ.get("KUBECONFIG", "")
+    paths = [p for p in value.split(os.pathsep) if p]
+    if paths:
+        if any(Path(os.path.expanduser(p)).is_file() for p in paths):
+            return None
+        return f"$KUBECONFIG names {', '.join(paths)}, and no such file exists"
+    if default_kubeconfig().is_file():
+        return None
+    return "no kubeconfig: pass --kubeconfig FILE, set KUBECONFIG, or log in (~/.kube/config does not exist)"
+
+
 async def _load_file(path: Path, named: str, cfg: Any, context: str | None = None) -> None:
     if not path.is_file():
         raise ClientConfigError(f"{named}: no such file")

@@ -510,8 +510,10 @@ ALEPH_CASES: Final[tuple[tuple[str, str, str | None], ...]] = (
     ("two-megabytes", json.dumps({"version": "418.94.202410090804-0", "pad": "x" * (2 * MEGABYTE)}), None),
 )
 
-# Build ids the brief lists, and more: none of them is an RHCOS build id.
-BAD_BUILD_IDS: Final = ("9.", "4.13", "abc", "418.94.2024", "9.6.20250402", "", "9.6.20250402-", "9.6.2025040-0", "418.94.202410090804-0-extra", "١٨.94.202410090804-0")
+# Build ids the brief lists, and more: none of them is an RHCOS build id. (`9.6.20250402`, once
+# here, is the version of Azure's unpaid marketplace image, a RHEL 9.6 build's date: it is judged
+# now (issue 34 item 6); the API still refuses it as a manual rhcosVersion, tests/badinput/test_cli.py.)
+BAD_BUILD_IDS: Final = ("9.", "4.13", "abc", "418.94.2024", "", "9.6.20250402-", "9.6.2025040-0", "418.94.202410090804-0-extra", "١٨.94.202410090804-0")
 BAD_OCP_VERSIONS: Final = ("9.", "abc", "4.", "", "4..13", "four.thirteen", "4.13.x", "4" * 200)
 BAD_RHEL_VERSIONS: Final = ("9", "9.", "abc", "", "9.6.1", "nine.two")
 GOOD_OCP_VERSIONS: Final = (("4.13", (4, 13, 0)), ("4.13.0", (4, 13, 0)), ("5.0.0-ec.2", (5, 0, 0)), ("v4.18.3", (4, 18, 3)))

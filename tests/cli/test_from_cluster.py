@@ -22,13 +22,14 @@ from harness.objects import example_objects
 from .conftest import EXAMPLE, Run
 
 NS_MAPI = "/apis/machine.openshift.io/v1beta1/namespaces/openshift-machine-api/machinesets"
-CPMS = "/apis/machine.openshift.io/v1/namespaces/openshift-machine-api/controlplanemachinesets/cluster"
-MC = "/apis/operator.openshift.io/v1/machineconfigurations/cluster"
-INFRA = "/apis/config.openshift.io/v1/infrastructures/cluster"
-CV = "/apis/config.openshift.io/v1/clusterversions/version"
-MCO_CO = "/apis/config.openshift.io/v1/clusteroperators/machine-config"
-FG = "/apis/config.openshift.io/v1/featuregates/cluster"
-CM = "/api/v1/namespaces/openshift-machine-config-operator/configmaps/coreos-bootimages"
+# Named objects are read as the daemon's informers read them: a list with metadata.name=<name>.
+CPMS = "/apis/machine.openshift.io/v1/namespaces/openshift-machine-api/controlplanemachinesets"
+MC = "/apis/operator.openshift.io/v1/machineconfigurations"
+INFRA = "/apis/config.openshift.io/v1/infrastructures"
+CV = "/apis/config.openshift.io/v1/clusterversions"
+MCO_CO = "/apis/config.openshift.io/v1/clusteroperators"
+FG = "/apis/config.openshift.io/v1/featuregates"
+CM = "/api/v1/namespaces/openshift-machine-config-operator/configmaps"
 NODES = "/api/v1/nodes"
 SECRETS = "/api/v1/namespaces/openshift-machine-api/secrets/"
 
@@ -64,10 +65,12 @@ class FakeApi:
                    INFRA: ("Infrastructure", "cluster"), CV: ("ClusterVersion", "version"),
                    CM: ("ConfigMap", "coreos-bootimages"), MCO_CO: ("ClusterOperator", "machine-config"),
                    FG: ("FeatureGate", "cluster")}
-        obj = self.one(*singles[path]) if path in singles else None
-        if obj is None:
+        if path not in singles:
             return 404, {"kind": "Status", "code": 404, "reason": "NotFound"}
-        return 200, obj
+        kind, name = singles[path]
+        assert query.get("fieldSelector") == [f"metadata.name={name}"], (path, query)
+        obj = self.one(kind, name)
+        return 200, {"kind": f"{kind}List", "items": [obj] if obj else [], "metadata": {"resourceVersion": "1"}}
 
 
 @pytest.fixture
@@ -207,3 +210,16 @@ def test_a_hanging_server_is_given_up_after_timeout_naming_kubeconfig_context_an
 def test_context_is_for_from_cluster_only(run: Run) -> None:
     result = run("plan", str(EXAMPLE), "--context", "prod")
     assert result.code == 2 and "--context are used only with --from-cluster" in result.err
+
+
+def test_a_kubeconfig_variable_naming_a_missing_file_says_so(
+    run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `KUBECONFIG=missing fleet --all-contexts` once said "set KUBECONFIG" although it was set.
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing"))
+    for argv in (("plan", "--from-cluster"), ("fleet", "--all-contexts")):
+        result = run(*argv)
+        assert result.code == 1, argv
+        assert f"$KUBECONFIG names {tmp_path / 'missing'}, and no such file exists" in result.err, argv
+        assert "set KUBECONFIG" not in result.err

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -68,3 +69,19 @@ def test_every_subcommand_has_a_description_and_its_exit_codes(run: Run) -> None
         usage_end = result.out.index("\n\n")
         assert result.out[usage_end:].strip().split("\n")[0] not in ("options:", "positional arguments:"), command
     assert "--replicas=0" in " ".join(run("release-claims", "--help").out.split())
+
+
+def test_warnings_are_sentences_unless_asked_for_json(run: Run, example_copy: Path) -> None:
+    """SPEC section 6: one-shot commands print warnings as plain sentences; JSON with --log-format json."""
+    first = sorted((example_copy / EXAMPLE_MACHINESETS.relative_to(EXAMPLE)).glob("*.yaml"))[0]
+    text = first.read_text().replace("  annotations:\n", "  annotations:\n    machineconfiguration.openshift.io/boot-image-release: garbage\n", 1)
+    assert text != first.read_text(), "the fixture MachineSet has no annotations block"
+    first.write_text(text)
+    plain = run("plan", example_copy)
+    warnings = [line for line in plain.err.splitlines() if line.strip()]
+    assert warnings and all(line.startswith("warning: ") for line in warnings), plain.err
+    assert "garbage" in plain.err
+    first.write_text(text.replace("boot-image-release: garbage", "boot-image-release: garbage-2"))  # warned once each
+    as_json = run("plan", example_copy, "--log-format", "json")
+    lines = [json.loads(line) for line in as_json.err.splitlines() if line.strip()]
+    assert [line for line in lines if line["level"] == "warning" and "garbage-2" in json.dumps(line)]

@@ -97,6 +97,10 @@ TOKEN_USERS: Final[Mapping[str, tuple[str, ...]]] = {
     # Metrics scrapers (tests/integration/test_metrics_auth.py): one granted get /metrics, one not.
     "metrics-scraper": ("system:authenticated",),
     "stranger": ("system:authenticated",),
+    # People running the one-shot commands with the roles of manifests/rbac-users.yaml
+    # (tests/integration/test_user_roles.py binds them).
+    "plan-reader": ("system:authenticated",),
+    "plan-operator": ("system:authenticated",),
 }
 
 # kube-controller-manager garbagecollector.go logs this once its informers cover every resource.

@@ -391,7 +391,7 @@ async def test_plan_from_cluster_runs_as_the_controller_service_account(
     said = [{k: v for k, v in json.loads(line).items() if k != "timestamp"}
             for line in err.decode().splitlines() if line.startswith("{")]
     assert not [line for line in said if "403" in json.dumps(line)], said
-    assert b"403" not in b"\n".join(line for line in err.splitlines() if not line.startswith(b"{"))
+    assert b"403" not in b"\n".join(line for line in err.splitlines() if not line.startswith(b"{")), err.decode()
 
 
 async def _status_of(

@@ -238,3 +238,22 @@ async def test_metrics_negotiate_openmetrics_filter_by_name_and_carry_process_se
             assert "bootimage_controller_leader" in only and "process_" not in only
     finally:
         await server.stop()
+
+
+def test_one_shot_commands_log_sentences(restore_logging: None) -> None:
+    """SPEC section 6: `warning: <subject>: <event> (key value)`, no JSON, no timestamps, secrets redacted."""
+    out = io.StringIO()
+    assert configure_logging("sentences", "WARNING", stream=out) == "sentences"
+    log = structlog.get_logger("bootimage_controller.test")
+    log.info("hidden below WARNING")
+    log.warning("not allowed to read", object="ConfigMap coreos-bootimages", attempt=2, token="s3cret")
+    logging.getLogger("aiohttp.client").warning("stdlib says %s", "hi")
+    try:
+        raise RuntimeError("kaboom")
+    except RuntimeError:
+        log.exception("failed")
+    assert out.getvalue().splitlines() == [
+        f"warning: ConfigMap coreos-bootimages: not allowed to read (attempt 2, token {REDACTED})",
+        "warning: stdlib says hi",
+        "error: failed: RuntimeError: kaboom",
+    ]

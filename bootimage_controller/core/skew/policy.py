@@ -276,7 +276,7 @@ def previous_status_of(mc: Mapping[str, Any] | None) -> SkewEnforcementStatus | 
     try:
         return SkewEnforcementStatus.from_status(value)
     except InputError as exc:
-        log.warning("skew_status_ignored", error=str(exc))
+        log.warning("the recorded bootImageSkewEnforcementStatus is invalid; not used", error=str(exc))
         return None
 
 
@@ -347,7 +347,7 @@ def install_version_from_cluster_version(cv: Mapping[str, Any] | None) -> OcpVer
     try:
         return OcpVersion.parse(str(version or ""), "ClusterVersion version status.history[].version")
     except InputError:
-        log.warning("install_version_unparseable", value=version)
+        log.warning("the ClusterVersion install version does not parse; not used", value=version)
         return None
 
 

@@ -166,7 +166,8 @@ def machineset_boot_image(
     if recorded is not None:
         if _is_rhcos(recorded):
             return BootImageRelease.rhcos(recorded.strip(), ReleaseSource.MACHINESET_RECORD)
-        _warn_once("boot_image_release_annotation_ignored", recorded, annotation=ANNOTATION_RELEASE)
+        _warn_once("the boot-image-release annotation is not an RHCOS build id; judged by the next evidence", recorded,
+                   annotation=ANNOTATION_RELEASE)
     source = _release_source(decision_release_source)
     if decision_current_release and source in IMAGE_SOURCES:
         if _is_rhcos(decision_current_release):
@@ -176,7 +177,8 @@ def machineset_boot_image(
         paid = marketplace_ocp_version(decision_current_release)
         if paid is not None:
             return BootImageRelease.ocp(paid, source)
-        _warn_once("current_release_ignored", decision_current_release, source=str(source))
+        _warn_once("the current image's release is not an RHCOS build id; judged by the next evidence",
+                   decision_current_release, source=str(source))
     if aleph_min and _is_rhcos(aleph_min):
         return BootImageRelease.rhcos(aleph_min.strip(), ReleaseSource.ALEPH)
     if install_version is None:
@@ -270,7 +272,7 @@ def min_aleph(node_annotations: Iterable[Mapping[str, str]]) -> str | None:
     summary = summarize_alephs(node_annotations)
     for item in summary.ignored:
         log.warning(
-            "aleph_annotation_ignored",
+            "a control-plane aleph annotation is not an RHCOS build id; not used",
             annotation=ANNOTATION_ALEPH_VERSION,
             value=item.value,
             reason=item.problem,
