@@ -393,6 +393,15 @@ def _add_fleet(sub: Any) -> None:
                         "--context or --all-contexts")
     p.add_argument("--context", action="append", default=[], metavar="NAME", help="a kubeconfig context (repeatable)")
     p.add_argument("--all-contexts", action="store_true", help="every context of the kubeconfig files")
+    p.add_argument("--prometheus", metavar="URL",
+                   help="read the fleet from an aggregating Prometheus API (Thanos Querier, ACM Observability): "
+                        "the per-pool metrics grouped by their cluster label")
+    p.add_argument("--bearer-token-file", type=Path, metavar="FILE", help="token sent to --prometheus")
+    p.add_argument("--ca-file", type=Path, metavar="FILE", help="CA bundle trusted for --prometheus")
+    p.add_argument("--prometheus-job", default="bootimage-controller-metrics", metavar="JOB",
+                   help="the job label of the daemons' targets, for their up series (default: %(default)s)")
+    p.add_argument("--cluster-label", default="cluster", metavar="LABEL",
+                   help="the label that names the cluster (default: %(default)s)")
     p.add_argument("--parallel", type=positive_int, default=8, metavar="N", help="clusters read at once (default 8)")
     p.add_argument("--timeout", type=duration_arg, default=60.0, metavar="DURATION",
                    help="per cluster (default 60s)")
@@ -566,8 +575,12 @@ def _stdout_gone() -> None:
 def _check_usage(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     if args.command == "aleph-report" and not args.node_name:
         parser.error("aleph-report: --node-name is required (or set NODE_NAME)")
-    if args.command == "fleet" and not (args.paths or args.kubeconfig or args.context or args.all_contexts):
-        parser.error("fleet: give must-gather PATHs, --kubeconfig FILE, --context NAME or --all-contexts")
+    if args.command == "fleet" and not (args.paths or args.kubeconfig or args.context or args.all_contexts
+                                        or args.prometheus):
+        parser.error("fleet: give must-gather PATHs, --kubeconfig FILE, --context NAME, --all-contexts or "
+                     "--prometheus URL")
+    if args.command == "fleet" and not args.prometheus and (args.bearer_token_file or args.ca_file):
+        parser.error("fleet: --bearer-token-file and --ca-file are used only with --prometheus")
     if args.command != "plan":
         return
     if args.from_cluster and args.paths:

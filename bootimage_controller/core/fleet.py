@@ -40,8 +40,8 @@ class PoolRow:
     current_release: str | None  # the RHCOS build it boots (plan's `currentRelease`)
     target_release: str | None
     boot_image_age_days: int | None
-    action: str
-    reason: str
+    action: str | None  # None: not known (rows read from Prometheus carry no decision)
+    reason: str | None
     message: str = ""
     current_openshift: str | None = None  # the OpenShift release that shipped the current build
     target_openshift: str | None = None

@@ -16,6 +16,7 @@ from ..core.skew.verdict import SkewLimits
 from ..errors import InputError
 from ..plan_inputs import load_bootimages_file
 from . import render
+from .prometheus import PrometheusSource, read_prometheus
 from .read import FleetOptions
 from .run import Progress, read_fleet
 from .sources import discover
@@ -26,7 +27,8 @@ EXIT_OK, EXIT_UNREADABLE, EXIT_SKEW = 0, 1, 3
 def main(args: argparse.Namespace) -> int:
     if args.html:
         render.check_html_available()
-    sources = discover(args.paths, args.kubeconfig, args.context, args.all_contexts)
+    live = args.paths or args.kubeconfig or args.context or args.all_contexts
+    sources = discover(args.paths, args.kubeconfig, args.context, args.all_contexts) if live else []
     index = PublishedImageIndex.bundled()
     golden = load_bootimages_file(Path(args.bootimages)) if args.bootimages else None
     if golden is not None:
@@ -37,8 +39,13 @@ def main(args: argparse.Namespace) -> int:
                                    rhel_flag="--rhel-skew-limit")
     options = FleetOptions(golden, limits, catalog, index, datetime.now(UTC))
     rows: list[ClusterRow] = []
-    asyncio.run(read_fleet(sources, options, parallel=args.parallel, timeout=args.timeout, on_rows=rows.extend,
-                           progress=Progress(len(sources))))
+    if args.prometheus:
+        rows += asyncio.run(read_prometheus(PrometheusSource(
+            args.prometheus, args.bearer_token_file, args.ca_file, args.prometheus_job, args.cluster_label,
+            args.timeout), index))
+    if sources:
+        asyncio.run(read_fleet(sources, options, parallel=args.parallel, timeout=args.timeout, on_rows=rows.extend,
+                               progress=Progress(len(sources))))
     ordered = worst_first(rows)
     width = shutil.get_terminal_size((160, 24)).columns if sys.stdout.isatty() else 10_000
     sys.stdout.write(render.to_json(ordered) if args.output == "json" else render.table(ordered, width))

@@ -184,6 +184,7 @@ def _pool_cells(p: PoolRow) -> list[str]:
 
     return [p.namespace, p.name, p.kind, p.stream or "-", p.architecture or "-", p.manager or "-",
             release(p.current_release, p.current_openshift), release(p.target_release, p.target_openshift),
-            "-" if p.boot_image_age_days is None else str(p.boot_image_age_days), f"{p.action} {p.reason}",
+            "-" if p.boot_image_age_days is None else str(p.boot_image_age_days),
+            f"{p.action} {p.reason}" if p.action else "-",
             "" if p.valid_platform_image is None else ("yes" if p.valid_platform_image else
                                                        f"no: {p.missing_platform_image}")]
