@@ -5,21 +5,30 @@ when it is opened, and the `fleet` extra is Jinja2 alone)."""
 from __future__ import annotations
 
 import json
+import re
 import textwrap
 from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from xml.sax.saxutils import escape
 
 from ..core.fleet import STATUS_ORDER, ClusterRow, PoolRow
 from ..core.times import format_time
 from ..errors import InputError
 
+if TYPE_CHECKING:
+    from markupsafe import Markup
+
 HTML_EXTRA = "bootimage-controller[fleet]"  # what `--html` needs installed
 CHART_CLUSTERS = 40  # the chart shows the clusters with the oldest boot images; the page lists all
-STATUS_COLOURS = {"error": "#7d1f1f", "held": "#c9190b", "invalid-image": "#a0522d", "degraded": "#ec7a08",
+# One colour per status, told apart also by hue for the common colour blindnesses (error purple,
+# held red, invalid-image brown, degraded orange, outdated yellow, ok green), and always beside the
+# status word: never colour alone. The ink keeps each badge's text at WCAG AA contrast or better.
+STATUS_COLOURS = {"error": "#6a1b9a", "held": "#c9190b", "invalid-image": "#8a4f00", "degraded": "#ec7a08",
                   "outdated": "#f0ab00", "ok": "#3e8635"}
+STATUS_INK = {"error": "#ffffff", "held": "#ffffff", "invalid-image": "#ffffff", "degraded": "#151515",
+              "outdated": "#151515", "ok": "#ffffff"}
 
 
 def to_json(rows: Sequence[ClusterRow]) -> str:
@@ -36,12 +45,37 @@ def _pools_summary(row: ClusterRow) -> str:
 
 
 def _oldest(row: ClusterRow) -> str:
+    """`812 d (4.16)`: the oldest pool's age and the release that shipped its boot image."""
     aged = [p for p in row.every_pool if p.boot_image_age_days is not None]
     if not aged:
         return "-"
     oldest = max(aged, key=lambda p: p.boot_image_age_days or 0)
     shipped = f" ({oldest.current_openshift})" if oldest.current_openshift else ""
     return f"{oldest.boot_image_age_days} d{shipped}"
+
+
+_URL = re.compile(r"https?://[^\s<>\"')]+[^\s<>\"').,;:]")
+
+
+def linked(text: str | None) -> Markup:
+    """Text with its URLs as links (the skew message's documentation, runbooks): escaped first, so
+    a name is never markup."""
+    from markupsafe import Markup
+    from markupsafe import escape as html_escape
+
+    out, last = [], 0
+    value = text or ""
+    for m in _URL.finditer(value):
+        out += [html_escape(value[last:m.start()]),
+                Markup('<a href="{0}" rel="noreferrer">{0}</a>').format(m.group(0))]
+        last = m.end()
+    out.append(html_escape(value[last:]))
+    return Markup("").join(out)
+
+
+def _anchors(rows: Sequence[ClusterRow]) -> dict[str, str]:
+    """A stable element id per cluster name (names may hold anything; ids must not)."""
+    return {r.name: f"cluster-{i}" for i, r in enumerate(rows, 1)}
 
 
 def note(row: ClusterRow) -> str:
@@ -110,9 +144,9 @@ def charted(rows: Sequence[ClusterRow]) -> list[ClusterRow]:
 
 
 # The chart's geometry (px): a label line above each bar, so a name is never cut, at a readable size.
-CHART_WIDTH, CHART_LABEL_HEIGHT, CHART_BAR_HEIGHT, CHART_GAP = 1000, 16, 14, 8
+CHART_WIDTH, CHART_LABEL_HEIGHT, CHART_BAR_HEIGHT, CHART_GAP = 1000, 18, 14, 8
 CHART_BAR_SPACE = 820  # the longest bar; the rest of the row holds its value
-CHART_FONT = 12
+CHART_FONT = 14  # px in a 1000 px wide drawing: readable at 1280 px and up
 
 
 def age_chart_svg(rows: Sequence[ClusterRow]) -> str:
@@ -165,8 +199,15 @@ def html_page(rows: Sequence[ClusterRow], generated: datetime) -> str:
     context: dict[str, Any] = {
         "rows": rows,
         "generated": format_time(generated),
-        "summary": [(s, counts[s], STATUS_COLOURS[s]) for s in STATUS_ORDER if counts[s]],
+        "summary": [(s, counts[s], STATUS_COLOURS[s], STATUS_INK[s]) for s in STATUS_ORDER if counts[s]],
+        "errors": [r for r in rows if r.error is not None],
         "held": [r for r in rows if r.upgrades_held],
+        "undated": [(r, p) for r in rows for p in r.every_pool if p.boot_image_age_days is None],
+        "anchors": _anchors(rows),
+        "inks": STATUS_INK,
+        "linked": linked,
+        "oldest": _oldest,
+        "chart_limit": CHART_CLUSTERS,
         "invalid": [(r, p) for r in rows for p in r.every_pool if p.valid_platform_image is False],
         "pools": sum(len(r.every_pool) for r in rows),
         "chart": age_chart_svg(rows),
@@ -182,7 +223,7 @@ def _pool_cells(p: PoolRow) -> list[str]:
     def release(build: str | None, ocp: str | None) -> str:
         return f"{build} ({ocp})" if build and ocp else build or "-"
 
-    return [p.namespace, p.name, p.kind, p.stream or "-", p.architecture or "-", p.manager or "-",
+    return [f"{p.namespace}/{p.name}", p.kind, p.stream or "-", p.architecture or "-", p.manager or "-",
             release(p.current_release, p.current_openshift), release(p.target_release, p.target_openshift),
             "-" if p.boot_image_age_days is None else str(p.boot_image_age_days),
             f"{p.action} {p.reason}" if p.action else "-",
