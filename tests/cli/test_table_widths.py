@@ -35,11 +35,16 @@ FULL_NAMES = {
 
 def plan_on_terminal(columns: int) -> list[str]:
     """`plan` with its output on a pseudo-terminal `columns` wide (sized before it starts)."""
+    return on_terminal(columns, "plan", str(EXAMPLE))
+
+
+def on_terminal(columns: int, *argv: str) -> list[str]:
+    """A command with its output on a pseudo-terminal `columns` wide (sized before it starts)."""
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
     env.update(TERM="xterm", NO_COLOR="1")
-    child = subprocess.Popen([sys.executable, "-m", "bootimage_controller", "plan", str(EXAMPLE)],
+    child = subprocess.Popen([sys.executable, "-m", "bootimage_controller", *argv],
                              stdin=slave, stdout=slave, stderr=slave, env=env, cwd=ROOT)
     os.close(slave)
     out = b""
@@ -103,3 +108,21 @@ def test_the_table_reads_well_at_every_width(columns: int) -> None:
         assert word not in text, word
     if columns >= 200:
         assert "CURRENT-RHCOS" in header and "416.94.202405291527-0" in text
+
+    # Every line of the report fits, summaries wrapped; only a lone token (a URL, a path) may not.
+    for line in lines:
+        assert len(line) <= columns or " " not in line.strip(), line
+
+
+@pytest.mark.parametrize("columns", [80, 100, 120, 200])
+def test_the_fleet_table_keeps_the_note_at_every_width(columns: int, tmp_path: Path) -> None:
+    """fleet at 80 columns once dropped NOTE (the error, who holds the upgrade): now it goes under the row."""
+    trees = [tmp_path / "no-such-must-gather-with-a-long-name", EXAMPLE]
+    lines = on_terminal(columns, "fleet", *map(str, trees))
+    lines = lines[next(i for i, line in enumerate(lines) if line.startswith("CLUSTER")):]  # after the progress
+    for line in lines:
+        assert len(line) <= columns or " " not in line.strip(), line
+    text = " ".join(line.strip() for line in lines)
+    assert "no such file or folder" in text  # the missing path's NOTE, wrapped under its row if need be
+    assert "next upgrade held by" in text  # the example cluster's held upgrade, and by which pools
+    assert "aws-4.16-cluster" in text and "no-such-must-gather-with-a-long-name" in text
