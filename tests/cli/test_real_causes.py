@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 from .conftest import EXAMPLE, EXAMPLE_MACHINESETS, ROOT, Run
@@ -74,14 +75,16 @@ def test_every_subcommand_has_a_description_and_its_exit_codes(run: Run) -> None
 def test_warnings_are_sentences_unless_asked_for_json(run: Run, example_copy: Path) -> None:
     """SPEC section 6: one-shot commands print warnings as plain sentences; JSON with --log-format json."""
     first = sorted((example_copy / EXAMPLE_MACHINESETS.relative_to(EXAMPLE)).glob("*.yaml"))[0]
-    text = first.read_text().replace("  annotations:\n", "  annotations:\n    machineconfiguration.openshift.io/boot-image-release: garbage\n", 1)
+    # Each odd value is warned once per process (other tests in this worker may have used one): fresh ones.
+    odd, odd_too = f"garbage-{uuid.uuid4().hex[:8]}", f"garbage-{uuid.uuid4().hex[:8]}"
+    text = first.read_text().replace("  annotations:\n", f"  annotations:\n    machineconfiguration.openshift.io/boot-image-release: {odd}\n", 1)
     assert text != first.read_text(), "the fixture MachineSet has no annotations block"
     first.write_text(text)
     plain = run("plan", example_copy)
     warnings = [line for line in plain.err.splitlines() if line.strip()]
     assert warnings and all(line.startswith("warning: ") for line in warnings), plain.err
-    assert "garbage" in plain.err
-    first.write_text(text.replace("boot-image-release: garbage", "boot-image-release: garbage-2"))  # warned once each
+    assert odd in plain.err
+    first.write_text(text.replace(odd, odd_too))
     as_json = run("plan", example_copy, "--log-format", "json")
     lines = [json.loads(line) for line in as_json.err.splitlines() if line.strip()]
-    assert [line for line in lines if line["level"] == "warning" and "garbage-2" in json.dumps(line)]
+    assert [line for line in lines if line["level"] == "warning" and odd_too in json.dumps(line)]
