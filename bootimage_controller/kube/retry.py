@@ -147,7 +147,9 @@ async def with_retries(
                 raise
             hinted = retry_after(exc)
             delay = min(hinted, max(max_delay, 60.0)) if hinted is not None else backoff.delay(attempt, rng)
-            log.warning(
+            # Info, not warning: a retry that then succeeds needs no one's attention, and one that
+            # does not ends in the caller's error (a condition, a row, a command's `error:` line).
+            log.info(
                 "transient API error, retrying",
                 what=what,
                 error=describe(exc),

@@ -223,3 +223,51 @@ def test_a_kubeconfig_variable_naming_a_missing_file_says_so(
         assert result.code == 1, argv
         assert f"$KUBECONFIG names {tmp_path / 'missing'}, and no such file exists" in result.err, argv
         assert "set KUBECONFIG" not in result.err
+
+
+@pytest.mark.parametrize("command", [("rollback", "x"), ("release-claims",), ("hand-back", "x"), ("fleet",),
+                                     ("plan", "--from-cluster")])
+def test_against_a_dead_server_one_error_line_and_no_log_noise(run: Run, tmp_path: Path, command: tuple[str, ...]) -> None:
+    """Issue 33: these printed 4 to 59 JSON lines before their one `error:` line."""
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "c", "cluster": {"server": "http://127.0.0.1:9"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+    }))
+    result = run(*command, "--kubeconfig", kubeconfig)
+    assert result.code == 1
+    said = [line for line in result.err.splitlines() if line.strip() and not line.startswith("fleet: ")]
+    if command[0] == "fleet":  # the row says it; stderr has only the progress line
+        assert said == [] and "127.0.0.1:9" in result.out
+    else:
+        assert len(said) == 1 and said[0].startswith("error: ") and "127.0.0.1:9" in said[0], result.err
+
+
+def test_a_server_answering_404_to_everything_is_not_an_empty_file(run: Run, tmp_path: Path) -> None:
+    class NotKubernetes(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(404)
+            self.send_header("Content-Length", "9")
+            self.end_headers()
+            self.wfile.write(b"not here\n")
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), NotKubernetes)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{server.server_address[1]}"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+    }))
+    try:
+        result = run("plan", "--from-cluster", "--kubeconfig", kubeconfig)
+    finally:
+        server.shutdown()
+    assert result.code == 1
+    assert "every read answered 404 Not Found" in result.err and "empty file" not in result.err, result.err
