@@ -40,7 +40,6 @@ from typing import Any, Final
 
 import aiohttp
 from daemon_child import PROFILE_ENV
-from fleet import REPO, STALE_FIXTURES, PlanInputs, plan, plan_inputs, reached_target
 from harness.cluster import TestCluster, start_test_cluster
 from harness.objects import (
     apply,
@@ -54,6 +53,7 @@ from harness.objects import (
 from integration.daemon_helpers import user_data_secret
 from kubernetes_asyncio.client import ApiClient, CustomObjectsApi
 from kubernetes_asyncio.client.exceptions import ApiException
+from machinesets import REPO, STALE_FIXTURES, PlanInputs, plan, plan_inputs, reached_target
 from profiling import ProfileRow, load, top_functions
 from prometheus_client.parser import text_string_to_metric_families
 

@@ -25,9 +25,9 @@ REPO = Path(__file__).resolve().parents[1]
 PROFILE_ENV = "BOOTIMAGE_BENCH_PROFILE"
 sys.path.insert(0, str(REPO))
 
-from bootimage_controller import daemon as _daemon  # noqa: E402,F401  (imported before the clock starts)
 from bootimage_controller import observability  # noqa: E402
-from bootimage_controller.cli import main  # noqa: E402
+from bootimage_controller.commands.cli import main  # noqa: E402
+from bootimage_controller.daemon import run as _daemon  # noqa: E402,F401  (imported before the clock starts)
 
 
 def own_peak_rss_kb() -> int:

@@ -4,7 +4,7 @@
     python benchmarks/fleet_bench.py                     # 250 and 1,000 trees, --parallel 8
     python benchmarks/fleet_bench.py --sizes 100,2000 --parallel 4
 
-The trees come from tests/fleetview/fleetgen.py (the fixtures, varied in platform, release, stream,
+The trees come from tests/fleet/fleetgen.py (the fixtures, varied in platform, release, stream,
 architecture and skew; 1 to 4 MachineSets each). Each run is `bootimage-controller fleet TREES...
 -o json` in its own process (benchmarks/daemon_child.py: peak RSS is that process's VmHWM), output
 discarded. Reading is concurrent and a tree's objects are dropped once its rows are made, so peak
@@ -25,7 +25,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
-from fleetview.fleetgen import write_fleet  # noqa: E402
+from fleet.fleetgen import write_fleet  # noqa: E402
 
 FLAT_GOAL_MIB = 25.0  # peak RSS may grow by at most this much from the smallest size to the largest
 

@@ -6,7 +6,7 @@
 
 Prometheus (Debian's package, hack/install-prometheus.sh) scrapes N targets, each with its own
 `cluster` label. Their bodies are the daemon's /metrics for 100 generated must-gather trees
-(tests/fleetview/test_fleet_prometheus.py builds them the same way), cycled: the queries and the
+(tests/fleet/test_fleet_prometheus.py builds them the same way), cycled: the queries and the
 rows cost the same whatever the pools hold. Once every cluster's series are in, `fleet --prometheus
 URL -o json` runs in its own process (benchmarks/daemon_child.py: peak RSS is its VmHWM) and its
 time in the command, CPU and peak memory are printed. The Prometheus server's own cost is not counted.
@@ -29,8 +29,8 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
-from fleetview.fleetgen import write_fleet  # noqa: E402
-from fleetview.test_fleet_prometheus import JOB, Targets, exposition, free_port, query  # noqa: E402
+from fleet.fleetgen import write_fleet  # noqa: E402
+from fleet.test_fleet_prometheus import JOB, Targets, exposition, free_port, query  # noqa: E402
 
 from bootimage_controller.observability import configure_logging  # noqa: E402
 

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from fleet import PlanInputs, plan, plan_inputs, realistic_mix
+from machinesets import PlanInputs, plan, plan_inputs, realistic_mix
 from profiling import ProfileRow, top_functions
 
 REPEATS = 7

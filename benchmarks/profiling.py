@@ -7,7 +7,7 @@ import pstats
 from dataclasses import dataclass
 from typing import Any
 
-from fleet import REPO
+from machinesets import REPO
 
 PACKAGE = str(REPO / "bootimage_controller")
 # Entry points and imports: their cumulative time is the whole run, idle waits included.

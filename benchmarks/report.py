@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from daemon_bench import Counters, SizeResult
-from fleet import REPO
+from machinesets import REPO
 from planner_bench import REPEATS, PlannerResult
 from profiling import ProfileRow
 

@@ -15,7 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
-import fleet
+import machinesets as fleet
 from daemon_bench import SizeResult, bench_size
 from planner_bench import PlannerResult, profile_planner, run_planner
 from report import Figure, Machine, markdown, planner_figures, size_figures, write_doc

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Headless Chromium (Debian's `chromium`) for the fleet page test (tests/fleetview/test_fleet_page.py).
+# Headless Chromium (Debian's `chromium`) for the fleet page test (tests/fleet/test_fleet_page.py).
 # Prints the path of the browser. Installed with apt-get when missing (root or sudo; about a minute
 # and 110 MB the first time), then found on PATH.
 set -euo pipefail

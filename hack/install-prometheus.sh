@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The Prometheus server (from Debian's `prometheus` package, the one hack/install-promtool.sh
-# unpacks) for the `fleet --prometheus` tests (tests/fleetview/test_fleet_prometheus.py). Unpacked
+# unpacks) for the `fleet --prometheus` tests (tests/fleet/test_fleet_prometheus.py). Unpacked
 # into a cache, never installed: no service starts. Prints the path of the prometheus binary.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"

@@ -63,17 +63,17 @@ REDACTED = "[REDACTED]"
 
 # SDK loggers that, at DEBUG, print signed request headers, request bodies (STS web identity
 # tokens) or response bodies (STS session keys). Held at INFO unless someone set a level.
-_CHATTY_SDK_LOGGERS = ("botocore", "boto3", "google.auth", "msal", "azure.identity")
+CHATTY_SDK_LOGGERS = ("botocore", "boto3", "google.auth", "msal", "azure.identity")
 # The Azure HTTP logging policy writes every request at INFO: useful to nobody here.
-_NOISY_AT_INFO = ("azure.core.pipeline.policies.http_logging_policy",)
+NOISY_AT_INFO = ("azure.core.pipeline.policies.http_logging_policy",)
 
 
 def quiet_sdk_loggers() -> None:
-    for name in _CHATTY_SDK_LOGGERS:
+    for name in CHATTY_SDK_LOGGERS:
         logger = logging.getLogger(name)
         if logger.level == logging.NOTSET:
             logger.setLevel(logging.INFO)
-    for name in _NOISY_AT_INFO:
+    for name in NOISY_AT_INFO:
         logger = logging.getLogger(name)
         if logger.level == logging.NOTSET:
             logger.setLevel(logging.WARNING)

@@ -14,7 +14,7 @@ from ..core.hypershift import PlatformImageCatalog, catalog_from_golden
 from ..core.index import PublishedImageIndex
 from ..core.skew.verdict import SkewLimits
 from ..errors import InputError
-from ..plan_inputs import load_bootimages_file
+from ..plan.inputs import load_bootimages_file
 from . import render
 from .prometheus import PrometheusSource, read_prometheus
 from .read import FleetOptions

@@ -29,7 +29,7 @@ from ..core.hypershift import PlatformImageCatalog, hosted_cluster_rows
 from ..core.index import PublishedImageIndex
 from ..core.skew.verdict import SkewLimits
 from ..errors import BootImageControllerError
-from ..plan_inputs import (
+from ..plan.inputs import (
     GoldenSource,
     SourcedObject,
     classify,
@@ -75,7 +75,7 @@ def _read_tree(source: ClusterSource, options: FleetOptions) -> list[ClusterRow]
 
 
 async def _read_live(source: ClusterSource) -> list[SourcedObject]:
-    from ..plan_cluster import read_cluster_objects
+    from ..plan.live import read_cluster_objects
 
     return await read_cluster_objects(str(source.kubeconfig), False, context=source.context, hypershift=True)
 

@@ -23,7 +23,7 @@ import yaml
 
 from ..errors import InputError
 from ..kube.client import default_kubeconfig, missing_kubeconfig
-from ..plan_inputs import must_gather_roots
+from ..plan.inputs import must_gather_roots
 
 
 @dataclass(frozen=True)

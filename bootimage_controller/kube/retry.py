@@ -19,7 +19,7 @@ import aiohttp
 import structlog
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from .errors import ApiError, Conflict, conflict, status_of
+from .api_errors import ApiError, Conflict, conflict, status_of
 
 log = structlog.get_logger(__name__)
 

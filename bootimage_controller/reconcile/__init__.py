@@ -6,5 +6,5 @@
 - `machines` (+ `kinds`, `delegation`, `vsphere`): machine objects of both APIs.
 - `claims`: the claim holders and the release of every claim.
 - `status`: when to recompute the status from every outcome (`reporting` decides what it says).
-- `assembly`: puts them together from what `daemon.py` builds.
+- `assembly`: puts them together from what `daemon/run.py` builds.
 """

@@ -1,4 +1,4 @@
-"""Putting the loop together from the parts `daemon.py` builds (sample-controller's
+"""Putting the loop together from the parts `daemon/run.py` builds (sample-controller's
 `NewController(clients, informers)`): the informers' store, the writers, and the hooks to the
 cloud, vCenter, the stub-Ignition check, the Event lane and the status reporter."""
 
@@ -11,19 +11,19 @@ from ..constants import CAPI_KINDS, CPMS_KIND, DEFAULT_DISAGREEMENT_GRACE, MACHI
 from ..core.cluster import CAPI_READS, MACHINE_READS
 from ..core.skew.verdict import SkewLimits
 from ..kube.fence import WriteRefused
-from ..writer import MachineSetWriter
-from .claims import ClaimGate, ClaimScope, ClaimsReconciler, Holders, fresh_capi, fresh_machines
+from .claim_reconciler import ClaimGate, ClaimScope, ClaimsReconciler, Holders, fresh_capi, fresh_machines
 from .delegation import Delegation
+from .event_rules import EventSink, InvolvedObject, involved
 from .kinds import ClusterApiKind, MachineApiKind, MachineKind, SecretCheck
 from .ledger import HotLoopLedger
 from .loop import KeySink, Loop
 from .machines import CloudLookup, Collaborators, MachineReconciler
-from .notices import EventSink, InvolvedObject, involved
 from .state import Outcomes
-from .status import StatusReconciler, StatusView
+from .status_reconciler import StatusReconciler, StatusView
 from .store import CAPI_HOLDER, MAPI_HOLDER, ClusterView, InformerStore
+from .templates import FencedTemplateRefresh, TemplateRefreshHook
 from .triggers import Triggers
-from .vsphere import FencedTemplateRefresh, TemplateRefreshHook
+from .writer import MachineSetWriter
 
 MACHINE_KINDS = (MACHINESET_KIND, CPMS_KIND, *CAPI_KINDS)
 
@@ -43,7 +43,7 @@ class ReconcileOptions:
 
 @dataclass(frozen=True)
 class Writers:
-    """The Machine API's objects and holder, and the Cluster API's (`daemon.py` builds them)."""
+    """The Machine API's objects and holder, and the Cluster API's (`daemon/run.py` builds them)."""
 
     machine_api: MachineSetWriter
     cluster_api: MachineSetWriter

@@ -19,8 +19,8 @@ from ..core.model import BootImageDecision
 from ..core.skew.policy import install_version_from_cluster_version
 from ..core.skew.record import BootImageRelease, ReleaseSource, machineset_boot_image, min_aleph
 from ..core.skew.verdict import SkewLimits
+from .event_rules import EventSink, involved
 from .keys import machine_key, split_key
-from .notices import EventSink, involved
 from .state import MachineSetState, Outcomes
 from .store import ClusterView, InformerStore
 

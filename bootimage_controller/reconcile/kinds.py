@@ -22,9 +22,9 @@ from ..core.capi.resources import INFRA_REF_PATH, CapiObject, capi_kind_key
 from ..core.capi.retire import templates_to_retire
 from ..core.capi.work import CapiWork
 from ..core.model import BootImageDecision, MachineResource, Refusal, get_path
-from ..kube.errors import ApiError
+from ..kube.api_errors import ApiError
 from ..kube.fence import UpgradeGateClosed, write_preconditions
-from .claims import ClaimScope, fresh_capi
+from .claim_reconciler import ClaimScope, fresh_capi
 from .store import InformerStore
 
 log = structlog.get_logger(__name__)

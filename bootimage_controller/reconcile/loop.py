@@ -13,11 +13,11 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 import structlog
 
 from .. import observability as obs
-from ..kube.errors import ApiError
+from ..kube.api_errors import ApiError
 from ..kube.fence import NotLeader
 from ..kube.workqueue import DONE, ReconcileResult
 from .keys import CLAIMS_KEY, STATUS_KEY, machine_key, split_key
-from .status import StatusReconciler
+from .status_reconciler import StatusReconciler
 from .store import InformerStore
 
 log = structlog.get_logger(__name__)

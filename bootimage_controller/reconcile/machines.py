@@ -32,21 +32,21 @@ from ..core.context import PlanningContext
 from ..core.lookups import plan_object, plan_verified
 from ..core.model import BootImageDecision
 from ..core.planner import is_our_owner_reference
-from ..kube.errors import ApiError, Conflict, NotFound
+from ..kube.api_errors import ApiError, Conflict, NotFound
 from ..kube.fence import UpgradeGateClosed, write_preconditions
 from ..kube.informer import resource_version
 from ..kube.retry import describe, retry_on_conflict
 from ..kube.workqueue import DONE, ReconcileResult
-from ..writer import now_utc
-from .claims import Holders
+from .claim_reconciler import Holders
 from .delegation import Delegation
+from .event_rules import EventSink, conflict_event, deprecated_event, event_for, involved, says_nothing_new
 from .keys import CLAIMS_KEY, is_claimed, machine_key, split_key, uid_of
 from .kinds import MachineKind
 from .ledger import LedgerWriteFailed
-from .notices import EventSink, conflict_event, deprecated_event, event_for, involved, says_nothing_new
 from .state import MachineSetState, Outcomes
 from .store import ClusterView, InformerStore
-from .vsphere import FencedTemplateRefresh, tell_template_sharers
+from .templates import FencedTemplateRefresh, tell_template_sharers
+from .writer import now_utc
 
 log = structlog.get_logger(__name__)
 
@@ -62,7 +62,7 @@ TRANSIENT_MAX_RETRY = 300.0
 
 @dataclass(frozen=True)
 class Collaborators:
-    """What the machine reconciler reads, asks and tells (built and handed in by `daemon.py`)."""
+    """What the machine reconciler reads, asks and tells (built and handed in by `daemon/run.py`)."""
 
     store: InformerStore
     cluster: ClusterView

@@ -13,7 +13,7 @@ from ..core.claims import HotLoopRecord, LedgerEntry
 from ..core.companion import Disagreement, DisagreementClock
 from ..core.conflicts import WriterConflict
 from ..core.model import BootImageDecision
-from ..vsphere.refresh import RefreshOutcome
+from ..vsphere.template_refresh import RefreshOutcome
 
 # Failures retried with backoff when the API server's answer allows it (the others wait for the
 # next change or resync).

@@ -1,7 +1,7 @@
 """The daemon's read side: informers over every object it reads, a store over them, and the
 cluster-wide inputs parsed from them.
 
-`build_informers` is called by `daemon.py` (sample-controller's informer factory): the reconcilers
+`build_informers` is called by `daemon/run.py` (sample-controller's informer factory): the reconcilers
 get the `InformerStore` and never build or swap a cache themselves. The store is the same
 `lookups.ObjectStore` that `plan` implements over its input files.
 """

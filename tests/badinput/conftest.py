@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from bootimage_controller.cli import main
+from bootimage_controller.commands.cli import main
 
 from .corpus import AWS, configmap, machineset
 

@@ -20,7 +20,7 @@ from bootimage_controller.cloud.credentials import (
     parse_azure_credentials,
     parse_gcp_credentials,
 )
-from bootimage_controller.cloud.verifier import _CHATTY_SDK_LOGGERS, _NOISY_AT_INFO, CloudVerifier
+from bootimage_controller.cloud.verifier import CHATTY_SDK_LOGGERS, NOISY_AT_INFO, CloudVerifier
 from bootimage_controller.core.cloud.facts import CloudFacts, ImageKey
 
 from .amis import CUSTOM_AMI, OCP_X86_PRODUCT
@@ -50,7 +50,7 @@ def capture() -> Iterator[io.StringIO]:
     root = logging.getLogger()
     old_level = root.level
     # Start from untouched SDK loggers: the verifier must quiet them itself.
-    for name in (*_CHATTY_SDK_LOGGERS, *_NOISY_AT_INFO):
+    for name in (*CHATTY_SDK_LOGGERS, *NOISY_AT_INFO):
         logging.getLogger(name).setLevel(logging.NOTSET)
     root.addHandler(handler)
     root.setLevel(logging.DEBUG)

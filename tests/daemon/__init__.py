@@ -1,0 +1,1 @@
+"""Tests of bootimage_controller/daemon: supervision, the proxy, the metrics endpoint."""

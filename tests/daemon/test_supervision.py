@@ -6,8 +6,8 @@ import asyncio
 
 import aiohttp
 
+from bootimage_controller.daemon.supervision import Supervisor
 from bootimage_controller.observability import HealthServer
-from bootimage_controller.supervision import Supervisor
 
 
 async def forever() -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from bootimage_controller.plan_output import heading_anchor
+from bootimage_controller.plan.output import heading_anchor
 
 from .manifests import REPO
 

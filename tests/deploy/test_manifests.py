@@ -91,7 +91,7 @@ def test_the_workloads_run_the_shipped_service_accounts() -> None:
     ):
         for subject in binding.obj["subjects"]:
             if binding.name == "bootimage-controller-metrics-reader":
-                # The platform Prometheus, and only it, may read /metrics (metrics_security.py).
+                # The platform Prometheus, and only it, may read /metrics (daemon/metrics_security.py).
                 assert subject == {"kind": "ServiceAccount", "name": "prometheus-k8s", "namespace": "openshift-monitoring"}
                 continue
             assert subject["kind"] == "ServiceAccount" and subject["name"] in accounts, binding.id

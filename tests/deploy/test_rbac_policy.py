@@ -1,7 +1,7 @@
 """The shipped RBAC: no wildcards, Secrets by name only, and exactly the daemon's requests.
 
 The request tables below are read off the daemon's code (controller.py informers, writer.py,
-status.py, events.py, stub_ignition.py, cloud/checks.py, kube/leader.py, cloud/credentials.py, aleph_report.py) and
+status.py, reconcile/event_lane.py, stub_ignition.py, cloud/image_checks.py, kube/leader.py, cloud/credentials.py, aleph_report.py) and
 use the names from constants.py, so renaming an object there without following in the RBAC fails
 here. tests/integration/test_rbac.py proves the same against a real API server by running the
 daemon under these rules.
@@ -121,9 +121,9 @@ CONTROLLER_REQUESTS = [
     ),
     *(_req(v, SECRETS, MAPI_NAMESPACE, s) for s in USER_DATA for v in ("get", "patch")),
     _req("get", SECRETS, MAPI_NAMESPACE, VSPHERE_CREDENTIALS_SECRET),
-    # The cluster-wide proxy (cluster_proxy.py): informer and plan --from-cluster, by name.
+    # The cluster-wide proxy (daemon/proxy.py): informer and plan --from-cluster, by name.
     *(_req(v, (CONFIG_GROUP, "proxies"), None, "cluster") for v in ("list", "watch", "get")),
-    # Who may scrape /metrics: token and access reviews (metrics_security.py).
+    # Who may scrape /metrics: token and access reviews (daemon/metrics_security.py).
     _req("create", ("authentication.k8s.io", "tokenreviews"), None),
     _req("create", ("authorization.k8s.io", "subjectaccessreviews"), None),
     # Cluster API (docs/capi.md): informers, re-reads, patches; templates created and retired;

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from bootimage_controller.cli import build_parser
+from bootimage_controller.commands.cli import build_parser
 from bootimage_controller.constants import SYSROOT_PATH
 
 from .manifests import Manifest, all_manifests, containers, default_set, one, pod_spec

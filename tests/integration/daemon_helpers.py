@@ -16,7 +16,7 @@ from typing import Any
 
 from harness.objects import kube_request
 
-from bootimage_controller.cli import build_parser
+from bootimage_controller.commands.cli import build_parser
 from bootimage_controller.constants import (
     ANNOTATION_HOT_LOOP,
     ANNOTATION_PREVIOUS,
@@ -79,10 +79,10 @@ def run_args(kubeconfig: Path, *extra: str) -> Any:
 async def daemon_task(kubeconfig: Path, *extra: str, leader_elect: bool = False) -> AsyncIterator[asyncio.Task[int]]:
     """The daemon as a task in this event loop (SIGTERM handling is replaced by cancellation);
     without leader election unless asked (then pass timings, e.g. `*FAST_LEASE`)."""
-    from bootimage_controller import daemon
+    from bootimage_controller.daemon import run as daemon
 
     election = () if leader_elect else ("--no-leader-elect",)
-    task = asyncio.create_task(daemon._run(run_args(kubeconfig, *election, *extra)))
+    task = asyncio.create_task(daemon.run_async(run_args(kubeconfig, *election, *extra)))
     try:
         yield task
     finally:

@@ -10,7 +10,7 @@ import pytest
 from harness.objects import apply, control_plane_node, get_object
 from kubernetes_asyncio import client as k8s_client
 
-from bootimage_controller.aleph_report import RetryPolicy, run_aleph_report
+from bootimage_controller.commands.aleph_report import RetryPolicy, run_aleph_report
 from bootimage_controller.constants import ANNOTATION_ALEPH_VERSION
 
 pytestmark = pytest.mark.integration

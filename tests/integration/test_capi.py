@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from capi.objects import capi_object, managers, template
+from core.capi.objects import capi_object, managers, template
 from harness.cluster import TestCluster
 from harness.objects import (
     apply,
@@ -24,7 +24,6 @@ from harness.objects import (
 )
 from harness.objects import machineset_from_fixture as ms_fixture
 
-from bootimage_controller import daemon
 from bootimage_controller.constants import (
     ANNOTATION_PREVIOUS,
     ANNOTATION_RELEASE,
@@ -32,6 +31,7 @@ from bootimage_controller.constants import (
     CAPI_NAMESPACE,
     CLAIM_HOLDER_NAME,
 )
+from bootimage_controller.daemon import run as daemon
 
 from .daemon_helpers import list_machinesets, run_args, user_data_secret
 
@@ -67,7 +67,7 @@ async def arrange(kube_api: Any, platform: str, *resources: str, golden: dict[st
 
 
 async def once(kube_cluster: TestCluster) -> int:
-    return await daemon._run(run_args(kube_cluster.kubeconfig, "--once", "--no-leader-elect"))
+    return await daemon.run_async(run_args(kube_cluster.kubeconfig, "--once", "--no-leader-elect"))
 
 
 async def capi_items(kube_api: Any, plural: str) -> dict[str, dict[str, Any]]:
@@ -144,7 +144,7 @@ async def test_a_stale_aws_machineset_gets_a_new_template_and_old_ones_go_two_up
     assert set(await templates(kube_api)) == {t1_name, t2_name}, "the garbage collector deleted nothing of ours"
 
     # rollback NAME points the MachineSet back at the previous template.
-    from bootimage_controller.cli import main
+    from bootimage_controller.commands.cli import main
 
     code = await _run_cli(main, "rollback", "workers", "-n", CAPI_NAMESPACE, "--kubeconfig", str(kube_cluster.kubeconfig))
     assert code == 0

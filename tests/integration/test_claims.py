@@ -194,12 +194,12 @@ async def test_opting_out_releases_that_machinesets_claim_only(kube_cluster: Tes
 
 
 async def test_release_claims_removes_references_then_the_finalizer(kube_cluster: TestCluster, kube_api: Any) -> None:
-    from bootimage_controller import daemon
+    from bootimage_controller.daemon import run as daemon
 
     await wait_for_collector(kube_cluster)
     await base_cluster(kube_api)
     await aws_machinesets(kube_api, FLEET)
-    assert await daemon._run(run_args(kube_cluster.kubeconfig, "--once", "--no-leader-elect")) == 0
+    assert await daemon.run_async(run_args(kube_cluster.kubeconfig, "--once", "--no-leader-elect")) == 0
     assert await all_claimed(kube_api, FLEET)
 
     code, out = await run_cli("release-claims", "--kubeconfig", str(kube_cluster.kubeconfig))

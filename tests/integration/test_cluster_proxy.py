@@ -17,7 +17,7 @@ from harness.objects import (
     kube_request,
 )
 
-from bootimage_controller import daemon
+from bootimage_controller.daemon import run as daemon
 
 from .daemon_helpers import run_args
 from .test_daemon_cloud import aws_cluster_with_credentials, moto  # noqa: F401  (the moto fixture)
@@ -80,7 +80,7 @@ async def test_ec2_calls_go_through_the_proxy_the_cluster_names(
                            {"status": {"httpProxy": proxy_url, "httpsProxy": proxy_url, "noProxy": ".cluster.local"}},
                            content_type="application/merge-patch+json")
 
-        code = await daemon._run(run_args(kube_cluster.kubeconfig, "--once", "--no-leader-elect"))
+        code = await daemon.run_async(run_args(kube_cluster.kubeconfig, "--once", "--no-leader-elect"))
         assert code == 0
         assert [url for url in seen if url.startswith(moto)], f"no EC2 call went through the proxy: {seen}"
         assert all(url.startswith(moto) for url in seen), "only cloud calls: the API server is not proxied"

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 import yaml
-from capi.objects import capi_object, template
+from core.capi.objects import capi_object, template
 from harness.cluster import TestCluster
 from harness.mco import FIXTURE_BY_PLATFORM, MCO_DEFAULT_FROM
 from harness.objects import (
@@ -39,7 +39,6 @@ from harness.objects import (
 )
 from kubernetes_asyncio import client as k8s_client
 
-from bootimage_controller import daemon, plan_inputs
 from bootimage_controller import observability as obs
 from bootimage_controller.constants import (
     ANNOTATION_ARGOCD_TRACKING_ID,
@@ -53,6 +52,8 @@ from bootimage_controller.constants import (
     MAPI_NAMESPACE,
 )
 from bootimage_controller.core.lookups import plan_object
+from bootimage_controller.daemon import run as daemon
+from bootimage_controller.plan import inputs as plan_inputs
 from bootimage_controller.reconcile.store import ClusterView, InformerStore, build_informers
 
 from .daemon_helpers import list_machinesets, run_args, user_data_secret, wait_for
@@ -184,7 +185,7 @@ async def plan_managers(api: k8s_client.ApiClient, tmp_path: Path, platform: str
 
 
 async def once(cluster: TestCluster) -> int:
-    return await daemon._run(run_args(cluster.kubeconfig, "--once", "--no-leader-elect"))
+    return await daemon.run_async(run_args(cluster.kubeconfig, "--once", "--no-leader-elect"))
 
 
 async def versions(api: k8s_client.ApiClient) -> dict[str, str]:

@@ -172,20 +172,20 @@ async def test_replica_and_label_edits_do_not_write_but_a_configmap_change_does(
 
 
 async def test_once_exits_zero_after_one_clean_pass(kube_cluster: TestCluster, kube_api: Any) -> None:
-    from bootimage_controller import daemon
+    from bootimage_controller.daemon import run as daemon
 
     from .daemon_helpers import run_args
 
     await setup_cluster(kube_api, bootimages_configmap("coreos-bootimages-4.22-multistream.yaml"))
     # Bounded: a `--once` that never ends fails here, with its stack, rather than stalling the suite.
-    code = await asyncio.wait_for(daemon._run(run_args(kube_cluster.kubeconfig, "--once", "--no-leader-elect")), 180)
+    code = await asyncio.wait_for(daemon.run_async(run_args(kube_cluster.kubeconfig, "--once", "--no-leader-elect")), 180)
     assert code == 0
     fleet = await list_machinesets(kube_api)
     assert boot_value(fleet["aws-1a"], ("ami",)) == {"id": AWS_422_US_EAST_1}
 
 
 async def test_dry_run_writes_nothing(kube_cluster: TestCluster, kube_api: Any) -> None:
-    from bootimage_controller import daemon
+    from bootimage_controller.daemon import run as daemon
 
     from .daemon_helpers import run_args
 
@@ -193,7 +193,7 @@ async def test_dry_run_writes_nothing(kube_cluster: TestCluster, kube_api: Any) 
     before = await list_machinesets(kube_api)
     # Leader election is on by default: a dry run must not campaign either (it would take the
     # Lease from the replica that does the work).
-    await asyncio.wait_for(daemon._run(run_args(kube_cluster.kubeconfig, "--once", "--dry-run")), 180)
+    await asyncio.wait_for(daemon.run_async(run_args(kube_cluster.kubeconfig, "--once", "--dry-run")), 180)
     after = await list_machinesets(kube_api)
     assert {n: o["metadata"]["resourceVersion"] for n, o in after.items()} == {
         n: o["metadata"]["resourceVersion"] for n, o in before.items()

@@ -31,7 +31,6 @@ from harness.objects import (
 )
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from bootimage_controller import daemon
 from bootimage_controller import observability as obs
 from bootimage_controller.constants import (
     CLAIM_HOLDER_NAME,
@@ -40,6 +39,7 @@ from bootimage_controller.constants import (
     MCO_NAMESPACE,
 )
 from bootimage_controller.core.times import format_micro_time
+from bootimage_controller.daemon import run as daemon
 
 from .daemon_helpers import (
     AUDIT_POLICY,
@@ -276,7 +276,7 @@ async def test_a_patch_refused_for_good_waits_for_a_change_and_goes_at_once_when
     in 60 s and would go on for hours). The MachineSet is Degraded with the server's own words,
     waits for a change (or the 10-minute resync), and is patched at once when it shrinks; its
     healthy neighbour is patched all the same."""
-    from bootimage_controller.writer import MachineSetWriter
+    from bootimage_controller.reconcile.writer import MachineSetWriter
 
     await setup(kube_api, bootimages_configmap("coreos-bootimages-4.22-multistream.yaml"))
     await apply(kube_api, crowd((await list_machinesets(kube_api))["aws-a"]))

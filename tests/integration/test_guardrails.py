@@ -48,7 +48,7 @@ async def test_workers_racing_on_the_holder_re_read_instead_of_failing(kube_api:
     (both patch with a resourceVersion test: one gets the failed-test 422). Both must end with the
     same holder, finalizer on, and no error (it used to be an unhandled 422 traceback)."""
     from bootimage_controller.constants import CLAIM_FINALIZER, CLAIM_HOLDER_NAME
-    from bootimage_controller.writer import MachineSetWriter
+    from bootimage_controller.reconcile.writer import MachineSetWriter
 
     def writer() -> MachineSetWriter:
         return MachineSetWriter(k8s_client.CustomObjectsApi(kube_api), k8s_client.CoreV1Api(kube_api))

@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 import pytest
-from capi.objects import capi_object, managers, template
+from core.capi.objects import capi_object, managers, template
 from harness.cluster import TestCluster
 from harness.objects import (
     apply,
@@ -25,8 +25,8 @@ from harness.objects import (
     machineset_from_fixture,
 )
 
-from bootimage_controller import daemon
 from bootimage_controller.constants import CAPI_NAMESPACE, LABEL_OSSTREAM
+from bootimage_controller.daemon import run as daemon
 
 from .daemon_helpers import list_machinesets, run_args, user_data_secret
 
@@ -39,7 +39,7 @@ MD_V1BETA2 = f"/apis/cluster.x-k8s.io/v1beta2/namespaces/{CAPI_NAMESPACE}/machin
 
 
 async def once(cluster: TestCluster) -> int:
-    return await daemon._run(run_args(cluster.kubeconfig, "--once", "--no-leader-elect"))
+    return await daemon.run_async(run_args(cluster.kubeconfig, "--once", "--no-leader-elect"))
 
 
 def ami(ms: dict[str, Any]) -> str:

@@ -27,7 +27,7 @@ from bootimage_controller.constants import (
     Reason,
 )
 from bootimage_controller.core.claims import LedgerEntry
-from bootimage_controller.writer import MachineSetWriter
+from bootimage_controller.reconcile.writer import MachineSetWriter
 
 from .daemon_helpers import daemon_task, wait_for
 from .fleet import (

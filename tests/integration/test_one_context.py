@@ -29,10 +29,10 @@ from harness.objects import (
 )
 from kubernetes_asyncio import client as k8s_client
 
-from bootimage_controller import plan_inputs
 from bootimage_controller.constants import CAPI_VERSIONS
 from bootimage_controller.core.lookups import plan_object
 from bootimage_controller.core.model import BootImageDecision
+from bootimage_controller.plan import inputs as plan_inputs
 from bootimage_controller.reconcile.store import ClusterView, InformerStore, build_informers
 
 pytestmark = pytest.mark.integration

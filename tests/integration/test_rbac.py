@@ -51,7 +51,7 @@ from harness.objects import (
 from kubernetes_asyncio.client.rest import ApiException
 
 from bootimage_controller import observability as obs
-from bootimage_controller.aleph_report import RetryPolicy, run_aleph_report
+from bootimage_controller.commands.aleph_report import RetryPolicy, run_aleph_report
 from bootimage_controller.constants import (
     ANNOTATION_ALEPH_VERSION,
     ANNOTATION_STUB_UPGRADED_TO,
@@ -274,13 +274,14 @@ async def _conditions(api: Any, path: str) -> dict[str, dict[str, Any]]:
 async def test_once_pass_under_shipped_rbac_does_the_whole_job_without_a_403(
     kube_cluster: TestCluster, kube_api: Any, shipped_rbac: None
 ) -> None:
-    from bootimage_controller import commands, daemon
+    from bootimage_controller.commands import release_claims as commands
+    from bootimage_controller.daemon import run as daemon
 
     await setup_cluster(kube_api, bootimages_configmap("coreos-bootimages-4.22-multistream.yaml"))
     as_controller = kube_cluster.kubeconfig_for(BOOTIMAGE_CONTROLLER_USER)
     forbidden = _forbidden_count()
 
-    assert await daemon._run(run_args(as_controller, "--once", "--no-leader-elect")) == 0
+    assert await daemon.run_async(run_args(as_controller, "--once", "--no-leader-elect")) == 0
     assert _forbidden_count() == forbidden, "the daemon made a request the shipped RBAC refused"
 
     fleet = await list_machinesets(kube_api)
@@ -562,11 +563,11 @@ async def test_without_the_cluster_api_rights_the_daemon_says_so_and_does_the_re
     """Cluster API CRDs served but the component left out: the daemon's CAPI informers are refused,
     it says so once on its ClusterOperator, and every Machine API MachineSet is still handled."""
     async with _applied_rbac(kube_cluster, kube_api, default_set()):
-        from bootimage_controller import daemon
+        from bootimage_controller.daemon import run as daemon
 
         await setup_cluster(kube_api, bootimages_configmap("coreos-bootimages-4.22-multistream.yaml"))
         as_controller = kube_cluster.kubeconfig_for(BOOTIMAGE_CONTROLLER_USER)
-        assert await daemon._run(run_args(as_controller, "--once", "--no-leader-elect")) == 0
+        assert await daemon.run_async(run_args(as_controller, "--once", "--no-leader-elect")) == 0
         fleet = await list_machinesets(kube_api)
         assert boot_value(fleet["aws-1a"], ("ami",)) == {"id": AWS_422_US_EAST_1}
         co = await _conditions(kube_api, CO_PATH)

@@ -37,8 +37,8 @@ from bootimage_controller.core.status import (
     degraded_condition,
     progressing_condition,
 )
-from bootimage_controller.events import EventRecorder
-from bootimage_controller.status_writer import StatusWriter
+from bootimage_controller.reconcile.event_lane import EventRecorder
+from bootimage_controller.reconcile.status_writer import StatusWriter
 
 pytestmark = pytest.mark.integration
 

@@ -15,7 +15,7 @@ from bootimage_controller.constants import (
     ANNOTATION_STUB_UPGRADED_TO,
     MAPI_NAMESPACE,
 )
-from bootimage_controller.stub_ignition import StubOutcome, ensure_stub_ignition_v3
+from bootimage_controller.reconcile.stub_ignition import StubOutcome, ensure_stub_ignition_v3
 
 pytestmark = pytest.mark.integration
 

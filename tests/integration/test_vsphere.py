@@ -33,9 +33,9 @@ from harness.objects import machineset_from_fixture as ms_fixture
 from harness.vcsim import PASSWORD, USERNAME, Vcsim, running_vcsim
 from vsphere.ovas import OvaServer, make_ova, serving
 
-from bootimage_controller import daemon
 from bootimage_controller import observability as obs
 from bootimage_controller.constants import ANNOTATION_RELEASE, MAPI_NAMESPACE, VSPHERE_CREDENTIALS_SECRET
+from bootimage_controller.daemon import run as daemon
 
 from .daemon_helpers import configmap_from_stream, list_machinesets, run_args, user_data_secret
 
@@ -188,7 +188,7 @@ async def arrange(kube_api: Any, w: World, *machinesets: dict[str, Any], creds: 
 
 
 async def once(kube_cluster: TestCluster, w: World, *extra: str) -> int:
-    return await daemon._run(run_args(
+    return await daemon.run_async(run_args(
         kube_cluster.kubeconfig, "--once", "--no-leader-elect", "--vsphere-insecure", "--ova-cache-dir", str(w.cache), *extra
     ))
 

@@ -35,7 +35,6 @@ from harness.objects import (
 )
 from kubernetes_asyncio import client as k8s_client
 
-from bootimage_controller import daemon
 from bootimage_controller import observability as obs
 from bootimage_controller.constants import (
     ANNOTATION_ARGOCD_TRACKING_ID,
@@ -46,6 +45,7 @@ from bootimage_controller.constants import (
     MAPI_NAMESPACE,
     METRIC_WRITER_CONFLICTS,
 )
+from bootimage_controller.daemon import run as daemon
 
 from .daemon_helpers import (
     list_machinesets,
@@ -79,7 +79,7 @@ async def arrange(api: k8s_client.ApiClient, history: tuple[tuple[str, str], ...
 
 
 async def once(cluster: TestCluster) -> int:
-    return await asyncio.wait_for(daemon._run(run_args(cluster.kubeconfig, "--once", "--no-leader-elect")), 120)
+    return await asyncio.wait_for(daemon.run_async(run_args(cluster.kubeconfig, "--once", "--no-leader-elect")), 120)
 
 
 async def versions(api: k8s_client.ApiClient) -> dict[str, str]:

@@ -30,7 +30,7 @@ from bootimage_controller.constants import (
     MAPI_NAMESPACE,
     Reason,
 )
-from bootimage_controller.writer import MachineSetWriter
+from bootimage_controller.reconcile.writer import MachineSetWriter
 
 from .daemon_helpers import daemon_task, run_args, strip_ours, user_data_secret, wait_for
 from .fleet import (
@@ -203,12 +203,12 @@ async def test_a_v2_stub_is_upgraded_before_the_patch_and_a_broken_secret_blocks
 
 
 async def test_the_record_and_rollback_end_to_end(kube_cluster: TestCluster, kube_api: Any) -> None:
-    from bootimage_controller import daemon
+    from bootimage_controller.daemon import run as daemon
 
     await base_cluster(kube_api)
     await aws_machinesets(kube_api, ["rb-target", "rb-other"])
     started = datetime.now(UTC).replace(microsecond=0)
-    assert await daemon._run(run_args(kube_cluster.kubeconfig, "--once", "--no-leader-elect")) == 0
+    assert await daemon.run_async(run_args(kube_cluster.kubeconfig, "--once", "--no-leader-elect")) == 0
 
     patched = await get_ms(kube_api, "rb-target")
     assert patched is not None and ami(patched) == AWS_422 and our_refs(patched)
@@ -237,7 +237,7 @@ async def test_the_record_and_rollback_end_to_end(kube_cluster: TestCluster, kub
     assert (await get_ms(kube_api, "rb-other")) == other
 
     # The daemon leaves the rolled-back MachineSet alone and, as it is opted out, releases it.
-    assert await daemon._run(run_args(kube_cluster.kubeconfig, "--once", "--no-leader-elect")) == 0
+    assert await daemon.run_async(run_args(kube_cluster.kubeconfig, "--once", "--no-leader-elect")) == 0
     final = await get_ms(kube_api, "rb-target")
     assert final is not None and ami(final) == AWS_416 and not our_refs(final)
     # A MachineSet that does not exist: a clear error, exit 1.

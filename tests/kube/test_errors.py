@@ -6,7 +6,7 @@ import json
 
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from bootimage_controller.kube.errors import (
+from bootimage_controller.kube.api_errors import (
     ApiError,
     Conflict,
     Forbidden,

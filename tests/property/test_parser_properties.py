@@ -23,7 +23,7 @@ from bootimage_controller.errors import (
     SelectorError,
     VersionError,
 )
-from bootimage_controller.plan_inputs import parse_documents
+from bootimage_controller.plan.inputs import parse_documents
 
 from .strategies import configmap_422, json_values, keys, machineset_objects, mutated, scalars, stream_422
 

@@ -1,4 +1,7 @@
-"""The package's import graph has no cycle (issue 13, item 6).
+"""The package's import graph has no cycle (issue 13, item 6), and the folder tree is the
+architecture drawing (issue 35): `core/` pure, no cycle between packages, the root holds only what
+every part shares, the daemon's own modules live under `daemon/` or `reconcile/`, and no test
+imports a private name.
 
 Every import counts: module level, inside functions, and under `TYPE_CHECKING`. A cycle hidden
 behind a deferred import still means two modules cannot be understood (or tested) apart.
@@ -89,7 +92,7 @@ def test_the_check_sees_deferred_and_type_checking_imports() -> None:
     # functions); cli imports model only there. A scan of module-level imports alone would miss them.
     g = graph()
     assert "bootimage_controller.cloud.aws" in g["bootimage_controller.cloud.verifier"]
-    assert "bootimage_controller.core.model" in g["bootimage_controller.cli"]
+    assert "bootimage_controller.core.model" in g["bootimage_controller.commands.cli"]
     assert cycles({"a": {"b"}, "b": {"a"}, "c": set()}) == [["a", "b"]]
 
 
@@ -138,6 +141,53 @@ def test_no_cycle_between_packages() -> None:
 
 def test_the_layering_check_can_fail() -> None:
     assert package_of("bootimage_controller.core.skew.policy") == "bootimage_controller.core"
-    assert package_of("bootimage_controller.writer") == "bootimage_controller.writer"
+    assert package_of("bootimage_controller.reconcile.writer") == "bootimage_controller.reconcile"
+    assert package_of("bootimage_controller.constants") == "bootimage_controller.constants"
     assert cycles({"bootimage_controller.cloud": {"bootimage_controller.vsphere"},
                    "bootimage_controller.vsphere": {"bootimage_controller.cloud"}}) != []
+
+
+# What every part shares stays at the root; everything else has its part's folder.
+ROOT_MODULES = {"bootimage_controller", "bootimage_controller.__main__", "bootimage_controller.constants",
+                "bootimage_controller.errors", "bootimage_controller.observability"}
+PARTS = {"core", "kube", "cloud", "vsphere", "reconcile", "daemon", "commands", "plan", "fleet", "data"}
+DAEMON_HOMES = ("bootimage_controller.daemon", "bootimage_controller.reconcile")
+
+
+def test_the_root_holds_only_what_every_part_shares() -> None:
+    names = set(modules())
+    assert {m for m in names if m.count(".") <= 1 and m.split(".")[-1] not in PARTS} == ROOT_MODULES
+    folders = {p.name for p in PACKAGE.iterdir() if p.is_dir() and not p.name.startswith("__")}
+    assert folders == PARTS
+
+
+def test_daemon_only_modules_live_under_daemon_or_reconcile() -> None:
+    """A module that only the daemon's parts import belongs with them, not beside the commands."""
+    g = graph()
+    importers: dict[str, set[str]] = {m: set() for m in g}
+    for m, targets in g.items():
+        for t in targets:
+            importers[t].add(m)
+    misplaced = sorted(
+        m for m, by in importers.items()
+        if by and all(b.startswith(DAEMON_HOMES) for b in by) and not m.startswith(DAEMON_HOMES)
+        and not m.startswith(("bootimage_controller.core", "bootimage_controller.kube", "bootimage_controller.cloud",
+                              "bootimage_controller.vsphere"))  # shared parts the daemon happens to use alone
+        and m not in ROOT_MODULES
+    )
+    assert misplaced == []
+
+
+def test_no_test_imports_a_private_name() -> None:
+    """Tests use what the package offers: no `_name` imported from it, no private `daemon._run`."""
+    repo = PACKAGE.parent
+    found = []
+    for path in [*(repo / "tests").rglob("*.py"), *(repo / "benchmarks").rglob("*.py")]:
+        text = path.read_text()
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("bootimage_controller"):
+                found += [f"{path.relative_to(repo)}: {a.name}" for a in node.names
+                          if a.name.startswith("_") and not a.name.startswith("__")]
+        if "daemon." + "_run(" in text:  # spelt apart so this check does not find itself
+            found.append(f"{path.relative_to(repo)}: daemon._run")
+    assert found == []

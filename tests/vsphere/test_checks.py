@@ -10,7 +10,7 @@ import pytest
 
 from bootimage_controller.core.cloud.facts import TemplateVm
 from bootimage_controller.core.vsphere.topology import TemplatePlacement, TemplateWork
-from bootimage_controller.vsphere.checks import VSphereChecks, VSphereOptions
+from bootimage_controller.vsphere.template_checks import VSphereChecks, VSphereOptions
 from bootimage_controller.vsphere.vcenter import VCenterSession
 
 PLACEMENT = TemplatePlacement("vc.example.com", 443, "DC1", "/DC1/vm/infra", "/DC1/datastore/ds", "/DC1/host/c/Resources",

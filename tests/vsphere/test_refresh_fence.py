@@ -17,7 +17,7 @@ from bootimage_controller.core.vsphere.topology import (
 )
 from bootimage_controller.kube.fence import NotLeader
 from bootimage_controller.vsphere.ova import OvaCache
-from bootimage_controller.vsphere.refresh import TemplateRefresher, VCenterClient
+from bootimage_controller.vsphere.template_refresh import TemplateRefresher, VCenterClient
 
 NAME = "infra-rhcos-fd"
 TMP, OLD = leftover_names(NAME, "9.6.2")  # the release WORK imports

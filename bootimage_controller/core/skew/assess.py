@@ -89,9 +89,9 @@ def assess_skew(
         )
     aleph = min_aleph(_annotations(n) for n in cluster.nodes if is_control_plane_node(n))
     inputs = [
-        _skew_input(_evidence(decision, obj, golden, facts), obj, aleph, install_version)
+        _skew_input(skew_evidence(decision, obj, golden, facts), obj, aleph, install_version)
         for decision, obj in machines
-        if _judged(decision)
+        if judged_for_skew(decision)
     ]
     verdict = evaluate_skew(
         status, inputs, limits, degraded, degraded_message, cluster_version_minor(cluster.cluster_version)
@@ -99,7 +99,7 @@ def assess_skew(
     return SkewAssessment(status, verdict)
 
 
-def _evidence(
+def skew_evidence(
     decision: BootImageDecision,
     obj: Mapping[str, Any] | None,
     golden: GoldenBootImages | None,
@@ -134,7 +134,7 @@ _IDENTIFIED_ANYWAY = frozenset({Reason.NOT_ENROLLED, Reason.OWNED_BY_OTHER, Reas
 _CAPI_NOT_JUDGED = frozenset({Reason.NOT_ENROLLED, Reason.NOT_AUTHORITATIVE, Reason.OWNED_BY_MACHINE_DEPLOYMENT})
 
 
-def _judged(decision: BootImageDecision) -> bool:
+def judged_for_skew(decision: BootImageDecision) -> bool:
     """Whether this object's boot image counts for skew (SPEC section 5)."""
     if _unmanaged(decision):
         return False

@@ -1,0 +1,143 @@
+"""`bootimage-controller rollback NAME`: restore the boot image recorded in `boot-image-previous`.
+
+The rollback is one claimed, recorded JSON patch like any boot image write, plus the per-MachineSet
+opt-out annotation (`boot-image-updates: Disabled`): without it the daemon would put the golden
+image straight back, and the two would hot-loop. Remove that annotation to resume updates.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, datetime
+from typing import Any
+
+import structlog
+from kubernetes_asyncio.client import CoreV1Api, CustomObjectsApi
+
+from ..constants import (
+    ANNOTATION_BOOT_IMAGE_UPDATES,
+    ANNOTATION_PREVIOUS,
+    ANNOTATION_RELEASE,
+    ANNOTATION_UPDATED_AT,
+    BOOT_IMAGE_UPDATES_DISABLED,
+    CAPI_MACHINESET,
+    CAPI_NAMESPACE,
+    CLAIM_HOLDER_NAME,
+    CLAIM_HOLDER_NAMESPACE,
+    MACHINESET_KIND,
+)
+from ..core.capi.resources import INFRA_REF_NAME_PATH, CapiObject, capi_kind_key
+from ..core.claims import boot_image_patch
+from ..core.model import FieldChange, JsonPath, MachineResource, dotted, get_path
+from ..core.times import format_time
+from ..errors import InputError
+from ..kube.api_errors import ApiError, Conflict, NotFound
+from ..kube.capi_discovery import discover_capi_version
+from ..reconcile.writer import MachineSetWriter
+
+log = structlog.get_logger(__name__)
+
+_SEGMENT = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+
+
+def parse_dotted(path: str) -> JsonPath:
+    """Inverse of `model.dotted`: `spec.disks[0].image` -> ("spec", "disks", 0, "image")."""
+    out: list[str | int] = []
+    for name, index in _SEGMENT.findall(path):
+        out.append(int(index) if index else name)
+    return tuple(out)
+
+
+def rollback_changes(obj: dict[str, Any], field: str) -> tuple[list[FieldChange], Any]:
+    """The change restoring the previous value, and that value. Raises InputError when impossible."""
+    resource: MachineResource | CapiObject = (
+        CapiObject.from_object(obj) if capi_kind_key(obj) is not None else MachineResource.from_object(obj)
+    )
+    raw = resource.annotations.get(ANNOTATION_PREVIOUS)
+    if not raw:
+        raise InputError(resource.display, f"metadata.annotations[{ANNOTATION_PREVIOUS!r}]", "no previous boot image recorded")
+    try:
+        previous = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise InputError(resource.display, f"metadata.annotations[{ANNOTATION_PREVIOUS!r}]", f"not JSON: {exc.msg}") from None
+    path = parse_dotted(field)
+    current = get_path(obj, path)
+    if current is None:
+        raise InputError(resource.display, field, "the boot image field is missing")
+    if current == previous:
+        return [], previous
+    return [FieldChange(path, current, previous)], previous
+
+
+async def rollback_machineset(api: Any, namespace: str, name: str, *, dry_run: bool = False) -> int:
+    """A Machine API MachineSet, or (namespace openshift-cluster-api) a Cluster API MachineSet:
+    there the boot image field is `infrastructureRef.name`, pointed back at the previous template."""
+    custom, core = CustomObjectsApi(api), CoreV1Api(api)
+    capi = namespace == CAPI_NAMESPACE
+    writer = MachineSetWriter(custom, core, CAPI_NAMESPACE if capi else CLAIM_HOLDER_NAMESPACE)
+    if capi:
+        obj = await writer.get(CAPI_MACHINESET, namespace, name, await discover_capi_version(api))
+    else:
+        obj = await writer.get(MACHINESET_KIND, namespace, name)
+    if obj is None:
+        print(f"error: MachineSet {namespace}/{name} not found")
+        return 1
+    field = dotted(INFRA_REF_NAME_PATH) if capi else _boot_image_field(obj)
+    try:
+        changes, previous = rollback_changes(obj, field)
+    except InputError as exc:
+        print(f"error: {exc}")
+        return 1
+    if not changes:
+        print(f"{namespace}/{name} already boots its previous image")
+        return 0
+    print(f"{namespace}/{name}: {field}: {json.dumps(changes[0].old)} -> {json.dumps(previous)}")
+    if dry_run:
+        return 0
+    holder = await writer.ensure_holder()
+    if holder.deleting:
+        # A claim now would point at a holder about to go, and the garbage collector would then
+        # delete the MachineSet. The daemon is releasing every claim; roll back once it is done.
+        print(f"error: the claim holder {writer.holder_namespace}/{CLAIM_HOLDER_NAME} is being deleted; run rollback again once it is gone")
+        return 1
+    annotations = {
+        ANNOTATION_PREVIOUS: json.dumps(changes[0].old, sort_keys=True, separators=(",", ":")),
+        ANNOTATION_UPDATED_AT: format_time(datetime.now(UTC)),
+        ANNOTATION_BOOT_IMAGE_UPDATES: BOOT_IMAGE_UPDATES_DISABLED,
+    }
+    ops = boot_image_patch(obj, changes, annotations, holder.uid)
+    # The restored image's release is unknown here: drop the record rather than keep a wrong one.
+    if ANNOTATION_RELEASE in ((obj.get("metadata") or {}).get("annotations") or {}):
+        ops.append({"op": "remove", "path": "/metadata/annotations/" + ANNOTATION_RELEASE.replace("/", "~1")})
+    try:
+        await writer.patch(obj, ops, "rollback")
+    except (Conflict, NotFound) as exc:
+        print(f"error: rollback of {namespace}/{name} not applied ({exc.describe()}); run it again")
+        return 1
+    except ApiError as exc:
+        print(f"error: rollback of {namespace}/{name} refused by the API server: {exc.describe()}")
+        return 1
+    print(
+        f"rolled back; boot image updates are now disabled for {namespace}/{name} "
+        f"(remove annotation {ANNOTATION_BOOT_IMAGE_UPDATES} to resume)"
+    )
+    return 0
+
+
+def _boot_image_field(obj: dict[str, Any]) -> str:
+    """Where the boot image lives for this MachineSet's platform (the planner's Target.field)."""
+    spec = get_path(obj, ("spec", "template", "spec", "providerSpec", "value")) or {}
+    kind = spec.get("kind") if isinstance(spec, dict) else None
+    base = "spec.template.spec.providerSpec.value"
+    if kind == "AWSMachineProviderConfig":
+        return f"{base}.ami"
+    if kind == "AzureMachineProviderSpec":
+        return f"{base}.image"
+    if kind == "VSphereMachineProviderSpec":
+        return f"{base}.template"
+    if kind == "GCPMachineProviderSpec":
+        for i, disk in enumerate(spec.get("disks") or []):
+            if isinstance(disk, dict) and disk.get("boot"):
+                return f"{base}.disks[{i}].image"
+    raise InputError(f"MachineSet {obj['metadata'].get('name')}", f"{base}.kind", f"unsupported provider kind {kind!r}")

@@ -1,0 +1,1 @@
+"""`plan`'s inputs (files, folders, a live cluster), their preparation, and its output."""

@@ -1,0 +1,335 @@
+"""Every MachineSet write the daemon makes, and the claim holder's lifecycle (SPEC section 3).
+
+Writes are JSON patches that test `/metadata/resourceVersion` first (see `claims.py`). Every
+refusal leaves as the typed error of `kube.errors`: `Conflict` (a 409, or a failed `test`) means
+someone else wrote in between, and the caller re-reads and re-plans (`kube.retry.retry_on_conflict`),
+never resending the same patch; `NotFound` that the object is gone; `Invalid` or `Forbidden` carry
+the API server's own reason and message. Transient failures (429, 5xx, broken connections) are
+retried with backoff by `kube.retry.api_call`.
+
+The garbage collector must never delete a MachineSet because of us (SPEC invariant 4): the holder
+carries a finalizer, so while any MachineSet still refers to it, it cannot disappear; release
+removes every reference first and only then the finalizer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import structlog
+from kubernetes_asyncio.client import CoreV1Api, CustomObjectsApi
+
+from ..constants import (
+    CAPI_GROUP,
+    CAPI_KINDS,
+    CAPI_MACHINEDEPLOYMENT_PLURAL,
+    CAPI_VERSIONS,
+    CLAIM_FINALIZER,
+    CLAIM_HOLDER_NAME,
+    CLAIM_HOLDER_NAMESPACE,
+    CPMS_KIND,
+    CPMS_PLURAL,
+    CPMS_VERSION,
+    INFRA_MACHINES,
+    INFRA_TEMPLATES,
+    INFRASTRUCTURE_GROUP,
+    JSON_PATCH,
+    MACHINE_API_GROUP,
+    MACHINESET_PLURAL,
+    MACHINESET_VERSION,
+    MERGE_PATCH,
+)
+from ..core.claims import JsonPatch, boot_image_patch, release_patch
+from ..core.model import BootImageDecision
+from ..kube.api_errors import ApiError, Conflict, NotFound, conflict
+from ..kube.client import send_and_discard
+from ..kube.retry import api_call, retry_on_conflict
+
+log = structlog.get_logger(__name__)
+
+# Reads of the claim holder before giving up on a race with another writer (the reconcile retries).
+HOLDER_ATTEMPTS = 5
+
+
+_MISSING = object()  # the holder was not found: create it
+
+
+@dataclass(frozen=True)
+class Holder:
+    uid: str
+    deleting: bool
+
+
+class MachineSetWriter:
+    """Writes to the machine objects of one namespace and its claim holder (an owner reference
+    must name an object in its dependent's namespace: the Machine API's holder lives in
+    openshift-machine-api, the Cluster API's in openshift-cluster-api)."""
+
+    def __init__(self, custom: CustomObjectsApi, core: CoreV1Api, holder_namespace: str = CLAIM_HOLDER_NAMESPACE) -> None:
+        # Typed as Any: kubernetes_asyncio's signatures omit `_content_type`, which every patch
+        # here must pass (its default for a list body is right, for a dict body it is not).
+        self.custom: Any = custom
+        self.core: Any = core
+        self.holder_namespace = holder_namespace
+        self.writes = 0  # every MachineSet write attempted, for tests and benchmarks
+
+    # ---- the claim holder -----------------------------------------------------------------
+    async def ensure_holder(self) -> Holder:
+        """Get the holder ConfigMap, (re)creating it or restoring its finalizer when needed.
+
+        Two workers may find it missing (or without its finalizer) at once: the one that loses the
+        create (409) or the finalizer patch (a failed `test`) reads it again and uses what the
+        other one wrote.
+        """
+        last: Any = _MISSING
+
+        async def read() -> Any:
+            nonlocal last
+            try:
+                last = await api_call(
+                    lambda: self.core.read_namespaced_config_map(CLAIM_HOLDER_NAME, self.holder_namespace),
+                    what="get claim holder",
+                )
+            except NotFound:
+                last = _MISSING
+            return last
+
+        async def plan(cm: Any) -> JsonPatch | None:
+            if cm is _MISSING:
+                return []  # create it
+            meta = cm.metadata
+            if meta.deletion_timestamp is not None or CLAIM_FINALIZER in (meta.finalizers or []):
+                return None  # usable as it is (or being deleted: the caller waits)
+            return [
+                {"op": "test", "path": "/metadata/resourceVersion", "value": meta.resource_version},
+                {"op": "add", "path": "/metadata/finalizers", "value": [*(meta.finalizers or []), CLAIM_FINALIZER]},
+            ]
+
+        async def write(cm: Any, ops: JsonPatch) -> Holder:
+            if not ops:
+                return await self._create_holder()  # Conflict: created concurrently, read that one
+            try:
+                await self._patch_holder(ops)
+            except NotFound:
+                raise conflict("claim holder", "deleted while its finalizer was restored") from None
+            return Holder(cm.metadata.uid, deleting=False)
+
+        made = await retry_on_conflict(read, plan, write, what="claim holder", attempts=HOLDER_ATTEMPTS)
+        if made is not None:
+            return made
+        meta = last.metadata
+        return Holder(meta.uid, deleting=meta.deletion_timestamp is not None)
+
+    async def _create_holder(self) -> Holder:
+        body = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": CLAIM_HOLDER_NAME,
+                "namespace": self.holder_namespace,
+                "finalizers": [CLAIM_FINALIZER],
+                "labels": {"app.kubernetes.io/name": "bootimage-controller"},
+                "annotations": {
+                    "description": "Owner of MachineSets whose boot images bootimage-controller manages. "
+                    "Run `bootimage-controller release-claims` before deleting it."
+                },
+            },
+            "data": {},
+        }
+        cm = await api_call(
+            lambda: self.core.create_namespaced_config_map(self.holder_namespace, body), what="create claim holder"
+        )
+        log.info("claim holder created", name=CLAIM_HOLDER_NAME, uid=cm.metadata.uid)
+        return Holder(cm.metadata.uid, deleting=False)
+
+    async def _patch_holder(self, ops: JsonPatch) -> None:
+        await api_call(
+            lambda: self.core.patch_namespaced_config_map(
+                CLAIM_HOLDER_NAME, self.holder_namespace, ops, _content_type=JSON_PATCH
+            ),
+            what="patch claim holder",
+        )
+
+    async def keep_hot_loop(self, entries: Mapping[str, str | None]) -> None:
+        """Set (or, with None, remove) hot-loop counts in the holder's data: a JSON merge patch of
+        those keys only, so concurrent workers writing other MachineSets' keys never collide."""
+        await api_call(
+            lambda: self.core.patch_namespaced_config_map(
+                CLAIM_HOLDER_NAME, self.holder_namespace, {"data": dict(entries)}, _content_type=MERGE_PATCH
+            ),
+            what="patch claim holder hot-loop counts",
+        )
+
+    async def remove_holder_finalizer(self) -> bool:
+        """Drop our finalizer (the caller has checked no MachineSet refers to the holder). False
+        when the holder changed meanwhile: list again and call again."""
+        try:
+            cm = await api_call(lambda: self.core.read_namespaced_config_map(CLAIM_HOLDER_NAME, self.holder_namespace),
+                                what="get claim holder")
+        except NotFound:
+            return True
+        finalizers = list(cm.metadata.finalizers or [])
+        if CLAIM_FINALIZER not in finalizers:
+            return True
+        finalizers.remove(CLAIM_FINALIZER)
+        ops: JsonPatch = [
+            {"op": "test", "path": "/metadata/resourceVersion", "value": cm.metadata.resource_version},
+            {"op": "replace", "path": "/metadata/finalizers", "value": finalizers},
+        ]
+        try:
+            await self._patch_holder(ops)
+        except NotFound:
+            return True
+        except Conflict:
+            return False
+        log.info("claim holder finalizer removed", name=CLAIM_HOLDER_NAME)
+        return True
+
+    # ---- MachineSets --------------------------------------------------------------------------
+    async def patch_boot_image(
+        self, obj: Mapping[str, Any], decision: BootImageDecision, annotations: Mapping[str, str], holder: Holder
+    ) -> None:
+        """Raises `Conflict` (re-read and re-plan), `NotFound` (deleted meanwhile), other `ApiError`s."""
+        ops = boot_image_patch(obj, decision.changes, annotations, holder.uid)
+        await self.patch(obj, ops, "patch boot image")
+
+    async def claim(self, obj: Mapping[str, Any], holder: Holder) -> bool:
+        """Only our owner reference (a MachineSet handed over from the MCO, whose boot image needs
+        no change now): the MCO skips it from then on. False when it was ours already."""
+        ops = boot_image_patch(obj, (), {}, holder.uid)
+        if len(ops) == 1:  # only the resourceVersion test: already ours
+            return False
+        await self.patch(obj, ops, "claim")
+        return True
+
+    async def release(self, obj: Mapping[str, Any]) -> None:
+        ops = release_patch(obj)
+        if ops is not None:
+            await self.patch(obj, ops, "release claim")
+
+    async def patch(self, obj: Mapping[str, Any], ops: JsonPatch, what: str) -> None:
+        """Send a JSON patch built by `claims.py` (its first op tests the resourceVersion)."""
+        meta = obj.get("metadata") or {}
+        name, namespace = meta.get("name"), meta.get("namespace")
+        group, version, plural = machine_resource(obj)
+        self.writes += 1
+        try:
+            await api_call(
+                # The answer is not read: the watch brings the new version to the cache.
+                lambda: send_and_discard(
+                    self.custom.patch_namespaced_custom_object(
+                        group, version, namespace, plural, name, ops,
+                        _content_type=JSON_PATCH, _preload_content=False,
+                    )
+                ),
+                what=f"{what} {namespace}/{name}",
+            )
+        except Conflict:
+            log.info("write conflict, will re-read", namespace=namespace, name=name, what=what)
+            raise
+        except NotFound:
+            raise
+        except ApiError as error:
+            log.warning(
+                "write failed", namespace=namespace, name=name, what=what,
+                code=error.status, reason=error.reason, message=error.message,
+            )
+            raise
+
+    async def get(self, kind: str, namespace: str, name: str, version: str | None = None) -> dict[str, Any] | None:
+        """`kind`: MachineSet, ControlPlaneMachineSet or a CAPI kind key (`version`: its version)."""
+        group, default_version, plural = _resource_for_kind(kind)
+        try:
+            obj: dict[str, Any] = await api_call(
+                lambda: self.custom.get_namespaced_custom_object(group, version or default_version, namespace, plural, name),
+                what=f"get {namespace}/{name}",
+            )
+        except NotFound:
+            return None
+        return obj
+
+    # ---- CAPI infrastructure templates ---------------------------------------------------------
+    async def create_template(self, body: Mapping[str, Any]) -> None:
+        """Create a template written by the CAPI planner. Its name comes from its content: one that
+        exists already with the same spec is the same template (a retry, another replica)."""
+        group, _, version = str(body.get("apiVersion")).partition("/")
+        kind = str(body.get("kind"))
+        plural = INFRA_TEMPLATES[kind][1]
+        meta = body.get("metadata") or {}
+        namespace, name = str(meta.get("namespace")), str(meta.get("name"))
+        self.writes += 1
+        try:
+            await api_call(
+                lambda: send_and_discard(self.custom.create_namespaced_custom_object(
+                    group, version, namespace, plural, dict(body), _preload_content=False)),
+                what=f"create {kind} {namespace}/{name}",
+            )
+            log.info("infrastructure template created", kind=kind, namespace=namespace, name=name)
+            return
+        except Conflict:
+            pass  # exists: the same one, or another of that name (below)
+        existing = await api_call(
+            lambda: self.custom.get_namespaced_custom_object(group, version, namespace, plural, name),
+            what=f"get {kind} {namespace}/{name}",
+        )
+        want = ((body.get("spec") or {}).get("template") or {}).get("spec")
+        have = ((existing.get("spec") or {}).get("template") or {}).get("spec")
+        if want != have:
+            raise Conflict(f"create {kind} {namespace}/{name}", 409, "AlreadyExists",
+                           "a template of that name exists with another spec; not using it")
+
+    async def list_infra_machines(self, template_kind: str, namespace: str) -> list[dict[str, Any]]:
+        """The infrastructure machines cloned from templates of this kind (none without the CRD)."""
+        version, plural = INFRA_MACHINES[template_kind]
+        try:
+            found = await api_call(
+                lambda: self.custom.list_namespaced_custom_object(INFRASTRUCTURE_GROUP, version, namespace, plural),
+                what=f"list {plural}.{INFRASTRUCTURE_GROUP}",
+            )
+        except NotFound:
+            return []
+        items: list[dict[str, Any]] = found.get("items", [])
+        return items
+
+    async def delete_template(self, kind: str, api_version: str, namespace: str, name: str, uid: str) -> bool:
+        """Delete one template, only the one with this uid (a precondition). False when gone already."""
+        group, _, version = api_version.partition("/")
+        body = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}}
+        self.writes += 1
+        try:
+            await api_call(
+                lambda: self.custom.delete_namespaced_custom_object(
+                    group, version, namespace, INFRA_TEMPLATES[kind][1], name, body=body),
+                what=f"delete {kind} {namespace}/{name}",
+            )
+        except (NotFound, Conflict):  # gone, or another object of that name now
+            return False
+        log.info("infrastructure template deleted", kind=kind, namespace=namespace, name=name)
+        return True
+
+
+def machine_resource(obj: Mapping[str, Any]) -> tuple[str, str, str]:
+    """(group, version, plural) of a MachineSet, ControlPlaneMachineSet or CAPI object."""
+    api_version = str(obj.get("apiVersion") or "")
+    group, _, version = api_version.partition("/")
+    if group == CAPI_GROUP:
+        plural = CAPI_MACHINEDEPLOYMENT_PLURAL if obj.get("kind") == "MachineDeployment" else MACHINESET_PLURAL
+        return CAPI_GROUP, version, plural
+    if obj.get("kind") == CPMS_KIND:
+        return MACHINE_API_GROUP, CPMS_VERSION, CPMS_PLURAL
+    return MACHINE_API_GROUP, MACHINESET_VERSION, MACHINESET_PLURAL
+
+
+def _resource_for_kind(kind: str) -> tuple[str, str, str]:
+    if kind in CAPI_KINDS:
+        return CAPI_GROUP, CAPI_VERSIONS[-1], CAPI_KINDS[kind]
+    if kind == CPMS_KIND:
+        return MACHINE_API_GROUP, CPMS_VERSION, CPMS_PLURAL
+    return MACHINE_API_GROUP, MACHINESET_VERSION, MACHINESET_PLURAL
+
+
+def now_utc() -> datetime:
+    return datetime.now(UTC)

@@ -1,0 +1,1 @@
+"""Tests of bootimage_controller/core: the pure decisions."""

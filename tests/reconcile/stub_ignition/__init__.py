@@ -1,0 +1,1 @@
+"""The stub Ignition upgrade (reconcile/stub_ignition.py)."""

@@ -1,0 +1,502 @@
+"""The machine and claims reconcilers' write path with a fake writer (built as the daemon builds
+them, with fakes of the writer interface): typed refusals, conflicts, the claims gate, releases,
+and what the reporter makes of the outcomes (no API server)."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from harness.objects import (
+    bootimages_configmap,
+    cluster_version,
+    infrastructure,
+    machine_configuration,
+    machineset_from_fixture,
+)
+from kubernetes_asyncio.client import ApiClient
+
+from bootimage_controller.constants import (
+    ANNOTATION_BOOT_IMAGE_UPDATES,
+    ANNOTATION_HOT_LOOP,
+    CAPI_VERSIONS,
+    CLAIM_FINALIZER,
+    CONDITION_PROGRESSING,
+    EVENT_FAILED,
+    EVENT_HOT_LOOP,
+    HOT_LOOP_LIMIT,
+    Reason,
+)
+from bootimage_controller.core.claims import HotLoopRecord, owner_reference, target_fingerprint
+from bootimage_controller.core.model import MachineResource, Refusal
+from bootimage_controller.core.skew.verdict import SkewLimits
+from bootimage_controller.core.status import ClusterOperatorStatus, make_condition
+from bootimage_controller.kube.api_errors import Invalid, conflict
+from bootimage_controller.kube.fence import NotLeader
+from bootimage_controller.reconcile import assembly as assembly_module
+from bootimage_controller.reconcile import reporting
+from bootimage_controller.reconcile.assembly import Hooks, ReconcileOptions, Reconcilers, Writers, assemble
+from bootimage_controller.reconcile.claim_reconciler import ClaimGate, release_all_claims
+from bootimage_controller.reconcile.keys import CLAIMS_KEY
+from bootimage_controller.reconcile.status_writer import CO_PROGRESS_INTERVAL, ProgressHoldOff
+from bootimage_controller.reconcile.store import InformerStore, build_informers
+from bootimage_controller.reconcile.writer import Holder
+
+NEW_AMI = {"id": "ami-06a6b025350ff1e23"}  # the 4.22 multistream target in us-east-1
+KEY = "MachineSet/openshift-machine-api/ms"
+
+
+def machineset(name: str = "ms", rv: str = "10", **kw: Any) -> dict[str, Any]:
+    obj = machineset_from_fixture("aws-x86_64-us-east-1a-4.16.yaml", name, **kw)
+    obj["metadata"].update(resourceVersion=rv, uid=f"uid-{name}")
+    return obj
+
+
+class FakeWriter:
+    """MachineSetWriter's surface, recording calls; a write raises the next of `results` (None: it
+    is applied), as the real writer raises the API server's typed refusals."""
+
+    custom = None
+
+    def __init__(self) -> None:
+        self.holder = Holder("holder-uid", deleting=False)
+        self.calls: list[tuple[str, str]] = []
+        self.results: list[Exception | None] = []
+        self.release_results: list[Exception | None] = []
+        self.keep_results: list[Exception | None] = []
+        self.fresh: dict[str, Any] | None = None
+        self.in_patch = asyncio.Event()
+        self.finish_patch = asyncio.Event()
+        self.finish_patch.set()
+
+    async def ensure_holder(self) -> Holder:
+        self.calls.append(("ensure_holder", ""))
+        return self.holder
+
+    async def patch_boot_image(self, obj: Any, decision: Any, annotations: Any, holder: Holder) -> None:
+        self.calls.append(("patch", obj["metadata"]["resourceVersion"]))
+        self.in_patch.set()
+        await self.finish_patch.wait()
+        refusal = self.results.pop(0) if self.results else None
+        if refusal is not None:
+            raise refusal
+
+    async def get(self, kind: str, namespace: str, name: str, version: str | None = None) -> dict[str, Any] | None:
+        self.calls.append(("get", name))
+        return self.fresh
+
+    async def release(self, obj: Any) -> None:
+        self.calls.append(("release", obj["metadata"]["name"]))
+        refusal = self.release_results.pop(0) if self.release_results else None
+        if refusal is not None:
+            raise refusal
+
+    async def keep_hot_loop(self, entries: Any) -> None:
+        self.calls.append(("keep_hot_loop", ",".join(f"{v}" for v in entries.values())))
+        refusal = self.keep_results.pop(0) if self.keep_results else None
+        if refusal is not None:
+            raise refusal
+
+    async def remove_holder_finalizer(self) -> bool:
+        self.calls.append(("remove_finalizer", ""))
+        return True
+
+
+class FakeEvents:
+    def __init__(self) -> None:
+        self.emitted: list[tuple[str, str, str]] = []
+
+    def post(self, involved: Any, type: str, reason: str, message: str) -> None:
+        self.emitted.append((type, reason, message))
+
+    async def emit_now(self, involved: Any, type: str, reason: str, message: str) -> None:
+        self.emitted.append((type, reason, message))
+
+    async def flush(self, timeout: float = 30.0) -> None:
+        pass
+
+
+@pytest.fixture
+async def api() -> AsyncIterator[ApiClient]:
+    client = ApiClient()
+    yield client
+    await client.close()
+
+
+class Harness:
+    """The assembled reconcilers, their fake writer and events, and what they queued."""
+
+    def __init__(self, parts: Reconcilers, events: FakeEvents) -> None:
+        self.parts = parts
+        self.events = events
+        self.states = parts.outcomes.states
+        self.informers = parts.store.informers
+
+    async def reconcile(self, key: str) -> Any:
+        return await self.parts.loop.reconcile(key)
+
+    def inputs(self) -> Any:
+        return self.parts.cluster.inputs()
+
+    def view(self) -> Any:
+        return self.parts.status.view()
+
+
+def make_controller(api: ApiClient, *machinesets: dict[str, Any], before_patch: Any = None) -> tuple[Harness, FakeWriter, list[str]]:
+    writer = FakeWriter()
+    events = FakeEvents()
+    store = InformerStore(build_informers(api, CAPI_VERSIONS[-1]))
+    parts = assemble(store, Writers(writer, FakeWriter(), CAPI_VERSIONS[-1]), ReconcileOptions(),  # type: ignore[arg-type]
+                     Hooks(stub_check=before_patch, events=events))
+    ctl = Harness(parts, events)
+    queued: list[str] = []
+    parts.bind_queue(queued.append)
+    fill(ctl, "bootimages", bootimages_configmap("coreos-bootimages-4.22-multistream.yaml"))
+    fill(ctl, "infrastructure", infrastructure("AWS"))
+    fill(ctl, "clusterversion", cluster_version())
+    fill(ctl, "machineconfiguration", machine_configuration())
+    fill(ctl, "MachineSet", *machinesets)
+    return ctl, writer, queued
+
+
+def fill(ctl: Harness, informer: str, *objs: dict[str, Any]) -> None:
+    items = []
+    for obj in objs:
+        obj = copy.deepcopy(obj)
+        obj["metadata"].setdefault("resourceVersion", "1")
+        items.append(obj)
+    ctl.informers[informer]._replace(items, "1")
+
+
+def holder_object(*, deleting: bool = False, finalizers: tuple[str, ...] = (CLAIM_FINALIZER,)) -> dict[str, Any]:
+    meta: dict[str, Any] = {
+        "name": "machineset-boot-image-controller",
+        "namespace": "openshift-machine-api",
+        "uid": "holder-uid",
+        "finalizers": list(finalizers),
+    }
+    if deleting:
+        meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta}
+
+
+async def test_a_patch_is_written_and_recorded(api: ApiClient) -> None:
+    ctl, writer, _ = make_controller(api, machineset())
+    await ctl.reconcile(KEY)
+    state = ctl.states[KEY]
+    assert state.patched and state.error is None and state.error_reason is None
+    assert ("patch", "10") in writer.calls
+    assert ctl.events.emitted[0][:2] == ("Normal", "BootImageUpdated")
+
+
+async def test_the_fourth_write_is_a_typed_hot_loop(api: ApiClient) -> None:
+    ctl, writer, _ = make_controller(api)
+    target = target_fingerprint_for(ctl)
+    hot = HotLoopRecord(target, HOT_LOOP_LIMIT).to_annotation()
+    fill(ctl, "MachineSet", machineset(annotations={ANNOTATION_HOT_LOOP: hot}))
+    await ctl.reconcile(KEY)
+    state = ctl.states[KEY]
+    assert state.error_reason is Reason.HOT_LOOP and not state.patched
+    assert not [c for c in writer.calls if c[0] == "patch"]
+    assert ctl.events.emitted == [("Warning", EVENT_HOT_LOOP, state.error)]
+    # The same refusal again is not a new event.
+    await ctl.reconcile(KEY)
+    assert len(ctl.events.emitted) == 1
+    reporter = reporting.PassReporter(None, SkewLimits())
+    reporter(ctl.view())
+    assert reporter.summary.degraded
+    assert reporter.summary.errors[0].startswith(f"MachineSet openshift-machine-api/ms: {Reason.HOT_LOOP}: ")
+    assert sample("bootimage_controller_machinesets", kind="MachineSet", action="error", reason="HotLoop") == 1
+
+
+def target_fingerprint_for(ctl: Harness) -> str:
+    ctx = ctl.inputs().context
+    assert ctx is not None
+    from bootimage_controller.core.planner import plan_machine
+
+    return target_fingerprint(plan_machine(machineset(), ctx.golden, ctx.facts, ctx.enrollment))
+
+
+def sample(name: str, **labels: str) -> float | None:
+    from bootimage_controller import observability as obs
+
+    return obs.REGISTRY.get_sample_value(name, labels)
+
+
+async def test_unusable_user_data_blocks_only_that_machineset_with_its_reason(api: ApiClient) -> None:
+    async def check(resource: MachineResource) -> Refusal | None:
+        if resource.name == "broken":
+            return Refusal(Reason.USER_DATA_INVALID, "secret openshift-machine-api/x: networkd.units: not in spec 3")
+        return None
+
+    ctl, writer, _ = make_controller(api, machineset("broken"), machineset("fine"), before_patch=check)
+    await ctl.reconcile("MachineSet/openshift-machine-api/broken")
+    await ctl.reconcile("MachineSet/openshift-machine-api/fine")
+    broken, fine = ctl.states["MachineSet/openshift-machine-api/broken"], ctl.states["MachineSet/openshift-machine-api/fine"]
+    assert broken.error_reason is Reason.USER_DATA_INVALID and not broken.patched
+    assert broken.error_text == f"{Reason.USER_DATA_INVALID}: secret openshift-machine-api/x: networkd.units: not in spec 3"
+    assert fine.patched
+    assert [c for c in writer.calls if c[0] == "patch"] == [("patch", "10")]
+    warnings = [e for e in ctl.events.emitted if e[0] == "Warning"]
+    assert warnings == [("Warning", EVENT_FAILED, broken.error_text)]
+
+
+async def test_a_conflict_rereads_replans_and_patches_the_fresh_object(api: ApiClient) -> None:
+    ctl, writer, _ = make_controller(api, machineset(rv="10"))
+    writer.results = [conflict("patch", "someone wrote first")]
+    writer.fresh = machineset(rv="11", labels={"team": "other"})
+    await ctl.reconcile(KEY)
+    assert [c for c in writer.calls if c[0] in ("patch", "get")] == [("patch", "10"), ("get", "ms"), ("patch", "11")]
+    assert ctl.states[KEY].patched
+
+
+async def test_every_write_is_counted_in_the_holder_before_it_is_sent_and_a_refused_one_once(api: ApiClient) -> None:
+    """Issue 25 item 5: the first write too is counted where a PUT of the MachineSet cannot erase
+    it, before the patch goes; a patch the server refused (here a conflict) is not counted again."""
+    ctl, writer, _ = make_controller(api, machineset(rv="10"))
+    writer.results = [conflict("patch", "someone wrote first")]
+    writer.fresh = machineset(rv="11", labels={"team": "other"})
+    await ctl.reconcile(KEY)
+    kept = [(name, value) for name, value in writer.calls if name in ("keep_hot_loop", "patch")]
+    assert [name for name, _ in kept] == ["keep_hot_loop", "patch", "patch"]
+    assert kept[0][1].startswith("1:")  # count 1, then the target's digest
+    assert ctl.states[KEY].patched
+
+
+async def test_a_fleet_wide_pass_counts_every_write_ahead_in_one_holder_write(api: ApiClient) -> None:
+    """The first write of a pass counts the writes the offline plan says the others need, so a
+    pass of N patches costs one holder write, not N (a 5,000-MachineSet pass was 7 times slower)."""
+    names = [f"ms-{i}" for i in range(20)]
+    ctl, writer, _ = make_controller(api, *(machineset(n) for n in names))
+    for n in names:
+        await ctl.reconcile(f"MachineSet/openshift-machine-api/{n}")
+    kept = [value for name, value in writer.calls if name == "keep_hot_loop"]
+    assert len(kept) == 1 and len(kept[0].split(",")) == 20
+    assert len([c for c in writer.calls if c[0] == "patch"]) == 20
+    assert all(ctl.states[f"MachineSet/openshift-machine-api/{n}"].patched for n in names)
+
+
+async def test_a_count_the_holder_could_not_keep_sends_no_patch(api: ApiClient) -> None:
+    ctl, writer, _ = make_controller(api, machineset(rv="10"))
+    writer.keep_results = [Invalid("patch claim holder", 422, "Invalid", "data: Too long: must have at most 1048576 bytes")]
+    await ctl.reconcile(KEY)
+    state = ctl.states[KEY]
+    assert not [c for c in writer.calls if c[0] == "patch"]
+    assert state.error_reason is Reason.PATCH_FAILED and "hot-loop count could not be kept" in (state.error or "")
+    assert state.permanent
+
+
+async def test_a_count_refused_by_the_write_fence_is_not_leading_not_a_failure(api: ApiClient) -> None:
+    """The holder write is fenced like every write: refused because this replica no longer leads,
+    no patch follows and the loop ends the key quietly, as for a refused patch."""
+    ctl, writer, _ = make_controller(api, machineset(rv="10"))
+    writer.keep_results = [NotLeader("not the leader (lease held by another-replica)")]
+    result = await ctl.reconcile(KEY)
+    assert result.error is None and not result.permanent
+    assert not [c for c in writer.calls if c[0] == "patch"]
+    state = ctl.states.get(KEY)
+    assert state is None or (state.error is None and not state.patched)
+
+
+async def test_a_conflict_that_changed_the_boot_image_is_not_overwritten(api: ApiClient) -> None:
+    ctl, writer, _ = make_controller(api, machineset(rv="10"))
+    writer.results = [conflict("patch", "someone wrote first")]
+    writer.fresh = machineset(rv="11", provider_spec={"ami": NEW_AMI})  # someone else did it already
+    await ctl.reconcile(KEY)
+    assert [c[0] for c in writer.calls if c[0] == "patch"] == ["patch"]
+    assert str(ctl.states[KEY].decision.reason) == Reason.UP_TO_DATE
+
+
+async def test_while_the_holder_is_deleted_a_patch_waits_without_an_error(api: ApiClient) -> None:
+    ctl, writer, queued = make_controller(api, machineset())
+    writer.holder = Holder("holder-uid", deleting=True)
+    await ctl.reconcile(KEY)
+    state = ctl.states[KEY]
+    assert state.error is None and not state.patched  # pending, not Degraded
+    assert not [c for c in writer.calls if c[0] == "patch"]
+    assert CLAIMS_KEY in queued
+    # Once the holder is gone, every MachineSet is reconciled again.
+    fill(ctl, "holder", holder_object(deleting=True))
+    queued.clear()
+    ctl.informers["holder"]._replace([], "2")
+    assert KEY in queued
+
+
+async def test_the_cached_holder_saves_a_read_only_when_it_is_safe(api: ApiClient) -> None:
+    ctl, writer, _ = make_controller(api, machineset())
+    fill(ctl, "holder", holder_object())
+    await ctl.reconcile(KEY)
+    assert ("ensure_holder", "") not in writer.calls
+    for unsafe in (holder_object(deleting=True), holder_object(finalizers=())):
+        ctl, writer, _ = make_controller(api, machineset())
+        fill(ctl, "holder", unsafe)
+        await ctl.reconcile(KEY)
+        assert ("ensure_holder", "") in writer.calls
+
+
+async def test_leaving_enrollment_releases_the_claim_after_a_conflict(api: ApiClient) -> None:
+    claimed = machineset(
+        owner_references=[owner_reference("holder-uid")], annotations={ANNOTATION_BOOT_IMAGE_UPDATES: "Disabled"}
+    )
+    ctl, writer, queued = make_controller(api, claimed)
+    writer.release_results = [conflict("release", "someone wrote first")]
+    writer.fresh = {**claimed, "metadata": {**claimed["metadata"], "resourceVersion": "12"}}
+    await ctl.reconcile(KEY)
+    assert [c for c in writer.calls if c[0] in ("release", "get")] == [("release", "ms"), ("get", "ms"), ("release", "ms")]
+    assert CLAIMS_KEY in queued
+
+
+async def test_leaving_enrollment_keeps_the_claim_when_the_fresh_object_is_enrolled_again(api: ApiClient) -> None:
+    claimed = machineset(owner_references=[owner_reference("holder-uid")])
+    opted_out = copy.deepcopy(claimed)
+    opted_out["metadata"]["annotations"][ANNOTATION_BOOT_IMAGE_UPDATES] = "Disabled"
+    ctl, writer, _ = make_controller(api, opted_out)
+    writer.release_results = [conflict("release", "someone wrote first")]
+    writer.fresh = claimed  # the annotation was removed meanwhile
+    await ctl.reconcile(KEY)
+    assert [c for c in writer.calls if c[0] == "release"] == [("release", "ms")]
+
+
+async def test_deleting_holder_releases_every_claim_then_the_finalizer(
+    api: ApiClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    claimed = [machineset(n, owner_references=[owner_reference("holder-uid")]) for n in ("a", "b")]
+    live = {"items": claimed}
+
+    async def fresh(_custom: Any) -> list[dict[str, Any]]:
+        return list(live["items"])
+
+    monkeypatch.setattr(assembly_module, "fresh_machines", fresh)
+    ctl, writer, _ = make_controller(api, *claimed)
+    fill(ctl, "holder", holder_object(deleting=True))
+    real_release = writer.release
+
+    async def release(obj: Any) -> None:
+        await real_release(obj)
+        live["items"] = [m for m in live["items"] if m["metadata"]["name"] != obj["metadata"]["name"]]
+
+    writer.release = release  # type: ignore[method-assign]
+    await ctl.reconcile(CLAIMS_KEY)
+    assert writer.calls == [("release", "a"), ("release", "b"), ("remove_finalizer", "")]
+
+
+async def test_a_finalizer_removed_by_hand_comes_back_while_claims_exist(
+    api: ApiClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    claimed = machineset(owner_references=[owner_reference("holder-uid")])
+
+    async def fresh(_custom: Any) -> list[dict[str, Any]]:
+        return [claimed]
+
+    monkeypatch.setattr(assembly_module, "fresh_machines", fresh)
+    ctl, writer, _ = make_controller(api, claimed)
+    fill(ctl, "holder", holder_object(finalizers=()))
+    await ctl.reconcile(CLAIMS_KEY)
+    assert writer.calls == [("ensure_holder", "")]
+
+
+async def test_release_all_claims_gives_up_when_claims_keep_coming_back() -> None:
+    writer = FakeWriter()
+    claimed = machineset(owner_references=[owner_reference("u")])
+
+    async def always_claimed() -> list[dict[str, Any]]:
+        return [claimed]
+
+    assert await release_all_claims(writer, always_claimed, attempts=3) is False  # type: ignore[arg-type]
+    assert ("remove_finalizer", "") not in writer.calls
+    assert writer.calls.count(("release", "ms")) == 3
+
+
+async def test_the_gate_holds_a_release_until_claims_in_flight_land_and_claims_during_a_release() -> None:
+    gate = ClaimGate()
+    order: list[str] = []
+    claim_in = asyncio.Event()
+    claim_out = asyncio.Event()
+
+    async def claim(name: str, hold: asyncio.Event | None = None) -> None:
+        async with gate.claiming():
+            order.append(f"{name} start")
+            claim_in.set()
+            if hold is not None:
+                await hold.wait()
+            order.append(f"{name} end")
+
+    async def release() -> None:
+        async with gate.releasing():
+            order.append("release start")
+            await asyncio.sleep(0)
+            await asyncio.sleep(0)
+            order.append("release end")
+
+    first = asyncio.create_task(claim("claim-1", claim_out))
+    await claim_in.wait()
+    releasing = asyncio.create_task(release())
+    await asyncio.sleep(0)
+    second = asyncio.create_task(claim("claim-2"))
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert order == ["claim-1 start"]  # the release waits for claim-1; claim-2 waits for the release
+    claim_out.set()
+    await asyncio.gather(first, releasing, second)
+    assert order == ["claim-1 start", "claim-1 end", "release start", "release end", "claim-2 start", "claim-2 end"]
+
+
+async def test_mid_pass_counts_cover_the_whole_fleet(api: ApiClient) -> None:
+    ctl, _, _ = make_controller(api, machineset("a"), machineset("b"), machineset("c"))
+    await ctl.reconcile("MachineSet/openshift-machine-api/a")
+    reporter = reporting.PassReporter(None, SkewLimits())
+    reporter(ctl.view())
+    assert reporter.summary.machinesets.total == 3 and reporter.summary.pending == 2
+    assert reporter.summary.progress_message().startswith("Reconciled 1 of 3 MAPI MachineSets")
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def co(progressing: bool, degraded: bool = False) -> ClusterOperatorStatus:
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    prog = make_condition(CONDITION_PROGRESSING, "True" if progressing else "False", "Reconciling", "n of m", now, None)
+    deg = make_condition("BootImageUpdateDegraded", "True" if degraded else "False", "AsExpected", "", now, None)
+    return ClusterOperatorStatus.build(synced=True, progressing=prog, degraded=deg, verdict=None, now=now)
+
+
+def test_the_cluster_operator_follows_state_changes_at_once_and_counts_only_on_long_passes() -> None:
+    clock = Clock()
+    hold = ProgressHoldOff(clock)
+    assert hold.due(co(progressing=False))  # settled: always handed over (the writer dedups)
+    assert not hold.due(co(progressing=True))  # a pass starts: no Progressing flap yet
+    clock.now += 5
+    assert not hold.due(co(progressing=True))
+    assert hold.due(co(progressing=True, degraded=True))  # Degraded: at once
+    clock.now += CO_PROGRESS_INTERVAL
+    assert hold.due(co(progressing=True, degraded=True))  # a long pass: counts refreshed
+    clock.now += 1
+    assert not hold.due(co(progressing=True, degraded=True))
+    assert hold.due(co(progressing=False))  # the end of the pass
+
+
+async def test_a_refusal_for_good_waits_for_a_change_and_a_busy_server_is_retried(api: ApiClient) -> None:
+    too_long = Invalid("patch boot image openshift-machine-api/ms", 422, "Invalid",
+                       "MachineSet.machine.openshift.io \"ms\" is invalid: metadata.annotations: Too long: "
+                       "must have at most 262144 bytes")
+    ctl, writer, _ = make_controller(api, machineset())
+    writer.results = [too_long]
+    result = await ctl.reconcile(KEY)
+    state = ctl.states[KEY]
+    assert state.permanent and not state.patched and "metadata.annotations: Too long" in (state.error or "")
+    assert result.permanent and result.error is not None  # no backoff timer: it waits for a change
+    # Conflicts that never end are someone else's writes: retried with backoff, not parked.
+    ctl, writer, _ = make_controller(api, machineset())
+    writer.results = [conflict("patch", "someone wrote first")] * 5
+    writer.fresh = machineset(rv="11")
+    result = await ctl.reconcile(KEY)
+    assert result.error is not None and not result.permanent
