@@ -64,6 +64,7 @@ from ..reconcile.writer import MachineSetWriter
 from ..vsphere.template_checks import VSphereChecks, VSphereOptions
 from .metrics_security import MetricsAuthorizer, ReloadingTls
 from .proxy import ProxyEnvironment, ProxySettings
+from .serving import HealthServer
 from .supervision import Supervisor
 
 log = structlog.get_logger(__name__)
@@ -151,7 +152,7 @@ async def run_async(args: argparse.Namespace) -> int:
         supervisor.watch(informer.start(), f"informer-{name}")
     supervisor.spawn(cloud.prime(), "cloud-credentials", finite=True)  # reads only: every replica may
     tls = secure_metrics(args)
-    health = obs.HealthServer(
+    health = HealthServer(
         args.health_addr,
         args.metrics_addr,
         lambda: {

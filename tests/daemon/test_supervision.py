@@ -6,8 +6,8 @@ import asyncio
 
 import aiohttp
 
+from bootimage_controller.daemon.serving import HealthServer
 from bootimage_controller.daemon.supervision import Supervisor
-from bootimage_controller.observability import HealthServer
 
 
 async def forever() -> None:

@@ -12,11 +12,10 @@ import pytest
 import structlog
 
 from bootimage_controller import observability as obs
+from bootimage_controller.daemon.serving import Address, HealthServer, LoopHeartbeat
 from bootimage_controller.observability import (
     REDACTED,
     REGISTRY,
-    Address,
-    HealthServer,
     choose_format,
     configure_logging,
     redact_secrets,
@@ -208,7 +207,7 @@ async def test_readyz_reports_a_raising_check_as_not_ready() -> None:
 async def test_healthz_fails_when_the_event_loop_stalls() -> None:
     now = [0.0]
     server = HealthServer("127.0.0.1:0", "127.0.0.1:0", lambda: {}, max_loop_lag=5.0)
-    server._heartbeat = obs.LoopHeartbeat(interval=3600, clock=lambda: now[0])
+    server._heartbeat = LoopHeartbeat(interval=3600, clock=lambda: now[0])
     await server.start()
     try:
         assert (await fetch(server.health_port, "/healthz"))[0] == 200

@@ -191,3 +191,21 @@ def test_no_test_imports_a_private_name() -> None:
         if "daemon." + "_run(" in text:  # spelt apart so this check does not find itself
             found.append(f"{path.relative_to(repo)}: daemon._run")
     assert found == []
+
+
+def test_offline_plan_imports_no_client_library() -> None:
+    """`plan` on files needs no web server, Kubernetes client or cloud SDK: importing them cost it
+    half its time (issue 36: 0.46-0.71 s before, 0.26-0.28 s after; benchmarks/plan_startup.py)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import contextlib, io, sys\n"
+        "from bootimage_controller.commands.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    assert main(['plan', {str(PACKAGE.parent / 'examples' / 'aws-4.16-cluster')!r}]) == 0\n"
+        "heavy = ('aiohttp', 'kubernetes_asyncio', 'boto3', 'botocore', 'google.cloud', 'azure.mgmt', 'pyVmomi', 'jinja2')\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in {h.split('.')[0] for h in heavy}))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert done.stdout.strip() == "[]", done.stdout
