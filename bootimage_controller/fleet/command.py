@@ -16,7 +16,6 @@ from ..core.skew.verdict import SkewLimits
 from ..errors import InputError
 from ..plan.inputs import load_bootimages_file
 from . import render
-from .prometheus import PrometheusSource, read_prometheus
 from .read import FleetOptions
 from .run import Progress, read_fleet
 from .sources import discover
@@ -40,6 +39,8 @@ def main(args: argparse.Namespace) -> int:
     options = FleetOptions(golden, limits, catalog, index, datetime.now(UTC))
     rows: list[ClusterRow] = []
     if args.prometheus:
+        from .prometheus import PrometheusSource, read_prometheus  # aiohttp: only when asked
+
         rows += asyncio.run(read_prometheus(PrometheusSource(
             args.prometheus, args.bearer_token_file, args.ca_file, args.prometheus_job, args.cluster_label,
             args.timeout), index))

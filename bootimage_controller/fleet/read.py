@@ -9,6 +9,9 @@ cluster's row with its error: one broken cluster never stops the others.
 from __future__ import annotations
 
 import asyncio
+import multiprocessing
+import os
+from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -52,11 +55,18 @@ class FleetOptions:
     now: datetime
 
 
-async def read_cluster(source: ClusterSource, options: FleetOptions) -> list[ClusterRow]:
+async def read_cluster(source: ClusterSource, options: FleetOptions, parsers: Executor | None = None) -> list[ClusterRow]:
     """The cluster's row (and its HostedClusters' rows); an unreadable cluster is one row with its
-    error. Never raises but for cancellation."""
+    error. Never raises but for cancellation. `parsers`: worker processes for must-gather trees
+    (`tree_parsers`), else a thread."""
     if source.error is not None:
         return [failed_cluster(source.name, source.description, source.error)]
+    if source.tree is not None and parsers is not None:
+        return await asyncio.get_running_loop().run_in_executor(parsers, _tree_rows_in_worker, source)
+    return await _guarded(source, options)
+
+
+async def _guarded(source: ClusterSource, options: FleetOptions) -> list[ClusterRow]:
     try:
         if source.tree is not None:
             return await asyncio.to_thread(_read_tree, source, options)
@@ -66,6 +76,37 @@ async def read_cluster(source: ClusterSource, options: FleetOptions) -> list[Clu
         return [failed_cluster(source.name, source.description, str(exc))]
     except Exception as exc:  # a bug or an input nobody foresaw: this cluster's row says so
         log.debug("cluster read failed", cluster=source.name, exc_info=True)
+        return [failed_cluster(source.name, source.description, f"{type(exc).__name__}: {exc}")]
+
+
+# Parsing and planning a tree is CPU work, and Python's GIL keeps threads to one core: with many
+# trees and more than one core, worker processes parse them (forked, so the options and the imported
+# package are there already; only the source goes over, only the rows come back).
+PROCESSES_FROM = 32  # trees; below this, starting processes costs more than it saves
+_WORKER_OPTIONS: FleetOptions | None = None
+
+
+def tree_parsers(trees: int, parallel: int) -> Executor | None:
+    """Worker processes for `trees` must-gather trees, or None (threads) when they would not help."""
+    cores = os.cpu_count() or 1
+    if trees < PROCESSES_FROM or cores < 2 or parallel < 2 or "fork" not in multiprocessing.get_all_start_methods():
+        return None
+    return ProcessPoolExecutor(max_workers=min(cores, parallel), mp_context=multiprocessing.get_context("fork"))
+
+
+def share_options(options: FleetOptions) -> None:
+    """Called before `tree_parsers`: the forked workers find the options here."""
+    global _WORKER_OPTIONS
+    _WORKER_OPTIONS = options
+
+
+def _tree_rows_in_worker(source: ClusterSource) -> list[ClusterRow]:
+    assert _WORKER_OPTIONS is not None, "share_options() before tree_parsers()"
+    try:
+        return _read_tree(source, _WORKER_OPTIONS)
+    except BootImageControllerError as exc:  # converted here: the project's errors do not pickle
+        return [failed_cluster(source.name, source.description, str(exc))]
+    except Exception as exc:
         return [failed_cluster(source.name, source.description, f"{type(exc).__name__}: {exc}")]
 
 

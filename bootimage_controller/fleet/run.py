@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import TextIO
 
 from ..core.fleet import ClusterRow, failed_cluster
-from .read import FleetOptions, read_cluster
+from .read import FleetOptions, read_cluster, share_options, tree_parsers
 from .sources import ClusterSource
 
 DEFAULT_PARALLEL = 8
@@ -58,11 +58,14 @@ async def read_fleet(
     """Read `sources`, calling `on_rows` with each cluster's rows as it finishes (in any order).
 
     A must-gather tree still being parsed when its time is up is reported as not read; its worker
-    thread finishes in the background (a thread cannot be stopped), and its result is dropped."""
+    (a process with many trees, else a thread) finishes in the background and its result is dropped."""
+
+    share_options(options)
+    parsers = tree_parsers(sum(1 for s in sources if s.tree is not None), parallel)
 
     async def one(source: ClusterSource) -> None:
         try:
-            rows = await asyncio.wait_for(read_cluster(source, options), timeout)
+            rows = await asyncio.wait_for(read_cluster(source, options, parsers), timeout)
         except TimeoutError:
             rows = [failed_cluster(source.name, source.description, f"not read within {timeout:g} s (--timeout)")]
         on_rows(rows)
@@ -76,4 +79,8 @@ async def read_fleet(
         for source in pending:
             await one(source)
 
-    await asyncio.gather(*(worker() for _ in range(max(1, min(parallel, len(sources))))))
+    try:
+        await asyncio.gather(*(worker() for _ in range(max(1, min(parallel, len(sources))))))
+    finally:
+        if parsers is not None:
+            parsers.shutdown(wait=False, cancel_futures=True)

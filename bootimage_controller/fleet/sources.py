@@ -22,7 +22,7 @@ from pathlib import Path
 import yaml
 
 from ..errors import InputError
-from ..kube.client import default_kubeconfig, missing_kubeconfig
+from ..kube.kubeconfig import default_kubeconfig, missing_kubeconfig
 from ..plan.inputs import must_gather_roots
 
 

@@ -34,6 +34,7 @@ from .. import __version__
 from ..constants import MCO_NAMESPACE
 from ..observability import API_REQUESTS
 from .fence import WriteFence, check_write
+from .kubeconfig import default_kubeconfig
 from .retry import TokenBucket
 
 log = structlog.get_logger(__name__)
@@ -219,29 +220,6 @@ async def load_configuration(kubeconfig: str | None, context: str | None = None)
     raise ClientConfigError(
         "no Kubernetes configuration: pass --kubeconfig, set KUBECONFIG, or run in a cluster"
     )
-
-
-def default_kubeconfig() -> Path:
-    """Where kubectl looks without `--kubeconfig`: `$KUBECONFIG`'s first file, else ~/.kube/config
-    (which may not exist)."""
-    env = os.environ.get("KUBECONFIG", "").split(os.pathsep)[0]
-    return Path(os.path.expanduser(env or "~/.kube/config"))
-
-
-def missing_kubeconfig() -> str | None:
-    """What is wrong when no kubeconfig file can be found (None: one exists, or nothing was named).
-
-    `KUBECONFIG=missing` is a different mistake from not setting it: say which files it names.
-    """
-    value = os.environ.get("KUBECONFIG", "")
-    paths = [p for p in value.split(os.pathsep) if p]
-    if paths:
-        if any(Path(os.path.expanduser(p)).is_file() for p in paths):
-            return None
-        return f"$KUBECONFIG names {', '.join(paths)}, and no such file exists"
-    if default_kubeconfig().is_file():
-        return None
-    return "no kubeconfig: pass --kubeconfig FILE, set KUBECONFIG, or log in (~/.kube/config does not exist)"
 
 
 async def _load_file(path: Path, named: str, cfg: Any, context: str | None = None) -> None:

@@ -95,7 +95,7 @@ def _where(kubeconfig: str | None, context: str | None) -> str:
     unreadable one names what it can, and its own error says why)."""
     import yaml
 
-    from ..kube.client import default_kubeconfig
+    from ..kube.kubeconfig import default_kubeconfig
 
     path = kubeconfig or str(default_kubeconfig())
     try:
@@ -124,7 +124,8 @@ async def read_cluster_objects(
     from kubernetes_asyncio import client
     from kubernetes_asyncio.config import ConfigException
 
-    from ..kube.client import ClientConfigError, make_api_client, missing_kubeconfig
+    from ..kube.client import ClientConfigError, make_api_client
+    from ..kube.kubeconfig import missing_kubeconfig
 
     if kubeconfig and not Path(kubeconfig).is_file():
         raise ClusterReadError(f"--kubeconfig {kubeconfig}: no such file")
