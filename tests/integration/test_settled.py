@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from harness.cluster import ClusterFactory
-from harness.objects import api_client_for, apply, bootimages_configmap, machineset_from_fixture
+from harness.objects import api_client_for, apply, machineset_from_fixture
 
 from .daemon_helpers import AUDIT_POLICY, REPO, audit_writes
 from .fleet import AWS_FIXTURE, base_cluster
