@@ -56,6 +56,7 @@ from ..kube.workqueue import ReconcileResult, WorkQueue, run_workers
 from ..reconcile.assembly import Hooks, ReconcileOptions, Reconcilers, Writers, assemble, event_summary_target
 from ..reconcile.event_lane import EventLane, EventRecorder
 from ..reconcile.keys import CLAIMS_KEY
+from ..reconcile.loop import KeyList, KeySink
 from ..reconcile.reporting import PassReporter
 from ..reconcile.status_writer import StatusWriter
 from ..reconcile.store import InformerStore, build_informers
@@ -131,6 +132,8 @@ async def run_async(args: argparse.Namespace) -> int:
             spawn=supervisor.spawn,
             summary_target=lambda: event_summary_target(store),
         )
+    # Where keys go: the work queue, or for `--once` one ordered list of every key (no workers).
+    sink: KeySink = KeyList() if args.once else queue
     parts = assemble(
         store,
         Writers(MachineSetWriter(custom, core), MachineSetWriter(custom, core, CAPI_NAMESPACE), capi_version),
@@ -138,8 +141,8 @@ async def run_async(args: argparse.Namespace) -> int:
                          gitops_labels=tuple(args.gitops_label), skew_limits=limits),
         Hooks(is_leader=lambda: elector.is_leader, fence=api.fence.refusal, stub_check=StubIgnitionChecks(core),
               cloud=cloud, templates=vsphere.refresh, events=events, on_pass=reporter),
+        sink,
     )
-    parts.bind_queue(queue.add, queue.add_after)
     if writer is not None:
         # A status someone else rewrote (our conditions dropped) is written back; our own writes
         # coming back through the watch are recognised and cost nothing.
@@ -304,10 +307,13 @@ async def _once(
         errors = "; ".join(f"{k}: {v}" for k, v in sorted(store.sync_errors().items()))
         return _once_failed(f"the caches did not sync within {SYNC_TIMEOUT:g}s ({errors}); wrote nothing")
 
+    assert isinstance(parts.sink, KeyList), "run --once assembles with a KeyList"
+    sink = parts.sink
+
     async def work() -> int:
-        keys: dict[str, None] = {}  # ordered and de-duplicated
-        parts.bind_queue(lambda key: keys.setdefault(key))
+        sink.keys.clear()  # what the caches' first events asked for, enqueue_all asks again
         loop.enqueue_all()
+        keys = sink.keys  # ordered and de-duplicated; a key the pass adds lands here too
         # Claims first: a holder deleted while the daemon was down is released before any patch
         # needs a holder (the patches then claim under a new one).
         failed = await _reconcile_keys(loop.reconcile, [CLAIMS_KEY], args.concurrency)

@@ -14,6 +14,7 @@ from ..kube.fence import WriteRefused
 from .claim_reconciler import ClaimGate, ClaimScope, ClaimsReconciler, Holders, fresh_capi, fresh_machines
 from .delegation import Delegation
 from .event_rules import EventSink, InvolvedObject, involved
+from .keys import CLAIMS_KEY
 from .kinds import ClusterApiKind, MachineApiKind, MachineKind, SecretCheck
 from .ledger import HotLoopLedger
 from .loop import KeySink, Loop
@@ -76,14 +77,13 @@ class Reconcilers:
     status: StatusReconciler
     kinds: Mapping[str, MachineKind]
 
-    def bind_queue(self, add: Callable[[str], None], add_after: Callable[[str, float], None] | None = None) -> None:
-        self.sink.bind(add, add_after)
 
 
-def assemble(store: InformerStore, writers: Writers, options: ReconcileOptions, hooks: Hooks) -> Reconcilers:
+def assemble(store: InformerStore, writers: Writers, options: ReconcileOptions, hooks: Hooks,
+             sink: KeySink) -> Reconcilers:
+    """`sink`: where keys go (the daemon's work queue, or `run --once`'s `KeyList`)."""
     cluster = ClusterView(store, options.gitops_labels)
     outcomes = Outcomes(options.disagreement_grace)
-    sink = KeySink()
 
     def may_write() -> bool:
         return not options.dry_run and hooks.is_leader()
@@ -110,7 +110,9 @@ def assemble(store: InformerStore, writers: Writers, options: ReconcileOptions, 
     ))
     claims = ClaimsReconciler(holders, (mapi_scope, capi_scope), may_write)
     status = StatusReconciler(store, cluster, outcomes, MACHINE_KINDS, hooks.on_pass, options.progress_interval)
-    loop = Loop(store, machines.reconcile, MACHINE_KINDS, claims.reconcile, status, sink)
+    loop = Loop(store, status, sink)
+    loop.register(MACHINE_KINDS, machines.reconcile, machines=True)
+    loop.register([CLAIMS_KEY], claims.reconcile)
     triggers = Triggers(store, cluster, outcomes, sink, loop.enqueue_all)
     triggers.attach(store.informers)
     return Reconcilers(store, cluster, outcomes, sink, loop, triggers, machines, claims, status, kinds)

@@ -8,7 +8,8 @@ to a transient or a permanent failure (kube.errors: `permanent`).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Protocol
 
 import structlog
 
@@ -25,36 +26,46 @@ log = structlog.get_logger(__name__)
 Reconcile = Callable[[str], Awaitable[ReconcileResult]]
 
 
-class KeySink:
-    """Where reconcilers and triggers put keys: the work queue, or `run --once`'s list of keys."""
+class KeySink(Protocol):
+    """Where triggers and reconcilers put keys. `kube.workqueue.WorkQueue` is one (the daemon);
+    `KeyList` is `run --once`'s. Passed to `assemble`, never rebound."""
+
+    def add(self, key: str) -> None: ...
+
+    def add_after(self, key: str, delay: float) -> None: ...
+
+
+class KeyList:
+    """`run --once`'s sink: every key once, in the order first added. Nothing is delayed: a pass
+    that asks to come back later is not complete, and the run says so."""
 
     def __init__(self) -> None:
-        self._add: Callable[[str], None] = lambda key: None
-        self._add_after: Callable[[str, float], None] = lambda key, delay: None
-
-    def bind(self, add: Callable[[str], None], add_after: Callable[[str, float], None] | None = None) -> None:
-        self._add = add
-        self._add_after = add_after or (lambda key, delay: None)
+        self.keys: dict[str, None] = {}
 
     def add(self, key: str) -> None:
-        self._add(key)
+        self.keys.setdefault(key)
 
     def add_after(self, key: str, delay: float) -> None:
-        self._add_after(key, delay)
+        pass
 
 
 class Loop:
-    def __init__(
-        self, store: InformerStore, machines: Reconcile, machine_kinds: Iterable[str], claims: Reconcile,
-        status: StatusReconciler, sink: KeySink,
-    ) -> None:
+    """Reconcilers are registered by kind (`register`), each with the one signature
+    `reconcile(key) -> ReconcileResult`; `_dispatch` picks by the key's kind."""
+
+    def __init__(self, store: InformerStore, status: StatusReconciler, sink: KeySink) -> None:
         self.store = store
-        self.machine_kinds = tuple(machine_kinds)
         self.status = status
         self.sink = sink
-        self._by_kind: Mapping[str, Reconcile] = {
-            STATUS_KEY: status.reconcile, CLAIMS_KEY: claims, **dict.fromkeys(self.machine_kinds, machines)
-        }
+        self.machine_kinds: tuple[str, ...] = ()
+        self._by_kind: dict[str, Reconcile] = {STATUS_KEY: status.reconcile}
+
+    def register(self, kinds: Iterable[str], reconcile: Reconcile, *, machines: bool = False) -> None:
+        """`reconcile` for keys of `kinds`; `machines`: a pass over them is reported (`@status`)."""
+        for kind in kinds:
+            self._by_kind[kind] = reconcile
+        if machines:
+            self.machine_kinds += tuple(kinds)
 
     async def reconcile(self, key: str) -> ReconcileResult:
         """Reconcile one key. Expected failures come back as a result, never as an exception."""

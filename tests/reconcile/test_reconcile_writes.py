@@ -146,15 +146,24 @@ class Harness:
         return self.parts.status.view()
 
 
-def make_controller(api: ApiClient, *machinesets: dict[str, Any], before_patch: Any = None) -> tuple[Harness, FakeWriter, list[str]]:
+class QueuedKeys(list[str]):
+    """A `KeySink` that records every key in order (delayed ones too, as the queue would get them)."""
+
+    def add(self, key: str) -> None:
+        self.append(key)
+
+    def add_after(self, key: str, delay: float) -> None:
+        self.append(key)
+
+
+def make_controller(api: ApiClient, *machinesets: dict[str, Any], before_patch: Any = None) -> tuple[Harness, FakeWriter, QueuedKeys]:
     writer = FakeWriter()
     events = FakeEvents()
     store = InformerStore(build_informers(api, CAPI_VERSIONS[-1]))
+    queued = QueuedKeys()
     parts = assemble(store, Writers(writer, FakeWriter(), CAPI_VERSIONS[-1]), ReconcileOptions(),  # type: ignore[arg-type]
-                     Hooks(stub_check=before_patch, events=events))
+                     Hooks(stub_check=before_patch, events=events), queued)
     ctl = Harness(parts, events)
-    queued: list[str] = []
-    parts.bind_queue(queued.append)
     fill(ctl, "bootimages", bootimages_configmap("coreos-bootimages-4.22-multistream.yaml"))
     fill(ctl, "infrastructure", infrastructure("AWS"))
     fill(ctl, "clusterversion", cluster_version())
