@@ -175,6 +175,7 @@ class OnceResult:
     peak_rss_kb: int  # the daemon's own VmHWM at exit
     counters: Counters
     converged: int  # MachineSets at their target afterwards
+    first_patch_seconds: float | None = None  # command start to the first MachineSet at its target
 
 
 @dataclass(frozen=True)
@@ -207,10 +208,11 @@ class Round:
     On 2 shared cores one run differs from the next by 20-30%; the ratios are taken within a round
     (the runs minutes apart), and the goal is judged on their median over the rounds."""
 
-    baseline_seconds: float
+    baseline_seconds: float  # the Go baseline (client-go): the headline ratios are against it
     once_seconds: float  # command start to converged
     continuous_seconds: float  # command start to converged
     peak_rss_kb: int  # the larger of the two daemons' VmHWM
+    python_baseline_seconds: float = 0.0  # the same patches from kubernetes-asyncio
 
     @property
     def once_ratio(self) -> float:
@@ -317,6 +319,7 @@ class Convergence:
         self.pending = set(decisions)
         self.done = asyncio.Event()
         self.at: float | None = None
+        self.first_at: float | None = None  # the first MachineSet seen at its target
         source = ListWatch.custom_objects(api, MACHINE_API_GROUP, MACHINESET_VERSION, MACHINESET_PLURAL, MAPI_NAMESPACE)
         self.informer = Informer(source)
         self.informer.add_handler(on_add=self._seen, on_update=lambda _old, new: self._seen(new))
@@ -325,6 +328,8 @@ class Convergence:
         name = obj["metadata"]["name"]
         if name in self.pending and reached_target(obj, self.decisions[name]):
             self.pending.discard(name)
+            if self.first_at is None:
+                self.first_at = time.time()
             if not self.pending and self.at is None:
                 self.at = time.time()
                 self.done.set()
@@ -398,6 +403,43 @@ async def _baseline(
     finished = time.time() if failed else await observer.wait()
     assert finished is not None
     return (listed_at - started) + (finished - planned_at), failed
+
+
+def go_baseline_binary() -> str:
+    """benchmarks/go_baseline built with client-go (cached; about 30 s the first time)."""
+    done = subprocess.run(["bash", str(REPO / "benchmarks" / "go_baseline" / "build.sh")], capture_output=True,
+                          text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"cannot build the Go baseline: {done.stderr[-2000:]}")
+    return done.stdout.strip().splitlines()[-1]
+
+
+async def run_go_baseline(
+    api: ApiClient, kubeconfig: Path, inputs: PlanInputs, decisions: Mapping[str, BootImageDecision],
+    concurrency: int, workdir: Path,
+) -> tuple[float, int]:
+    """The same JSON patches sent by client-go (benchmarks/go_baseline/main.go), as the MCO sends
+    its writes: seconds from the program's cold start (its kubeconfig read, one list) until the
+    observer sees all N patched, and how many patches failed. The patches are computed here first,
+    from the same list the program then makes (planning is excluded from every baseline)."""
+    custom: Any = CustomObjectsApi(api)
+    listed = await custom.list_namespaced_custom_object(MACHINE_API_GROUP, MACHINESET_VERSION, MAPI_NAMESPACE, MACHINESET_PLURAL)
+    patches = {obj["metadata"]["name"]: baseline_patch(obj, inputs) for obj in listed["items"]}
+    patch_file = workdir / "go-baseline-patches.json"
+    patch_file.write_text(json.dumps(patches))
+    binary = await asyncio.to_thread(go_baseline_binary)
+    async with Convergence(api, decisions) as observer:
+        started = time.time()
+        proc = await asyncio.create_subprocess_exec(
+            binary, "-kubeconfig", str(kubeconfig), "-patches", str(patch_file), "-concurrency", str(concurrency),
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        out, err = await proc.communicate()
+        if proc.returncode != 0:
+            raise RuntimeError(f"the Go baseline failed: {err.decode()[-2000:]}")
+        failed = int(json.loads(out)["failed"])
+        finished = time.time() if failed else await observer.wait()
+    assert finished is not None
+    return finished - started, failed
 
 
 # ---- daemon subprocesses ---------------------------------------------------------------------------------
@@ -502,6 +544,7 @@ async def run_once(
         peak_rss_kb=int(doc.get("vmhwm_kb", 0)),
         counters=Counters.from_dump(doc),
         converged=await converged_count(api, decisions),
+        first_patch_seconds=observer.first_at - started if observer.first_at is not None else None,
     )
 
 
@@ -653,8 +696,14 @@ class _RoundRunner:
         await delete_fleet(self.api)
         await create_fleet(self.api, self.fleet)
 
-    async def round(self, idle_seconds: float) -> tuple[float, int, OnceResult, ContinuousResult]:
-        """Baseline, `--once`, continuous; the fleet is stale when it starts."""
+    async def round(self, idle_seconds: float) -> tuple[tuple[float, float], int, OnceResult, ContinuousResult]:
+        """The Go baseline, the Python baseline, `--once`, continuous; the fleet is stale when each starts."""
+        go_seconds, go_errors = await run_go_baseline(
+            self.api, self.cluster.kubeconfig, self.inputs, self.decisions, self.concurrency, self.workdir
+        )
+        if await converged_count(self.api, self.decisions) != len(self.fleet) - go_errors:
+            raise RuntimeError("the Go baseline's patches did not all land")
+        await self.fresh_fleet()
         baseline_seconds, baseline_errors = await run_baseline(
             self.api, self.cluster.kubeconfig, self.inputs, self.decisions, self.concurrency
         )
@@ -664,12 +713,14 @@ class _RoundRunner:
         once = await run_once(self.cluster, self.workdir, self.api, self.decisions, self.extra)
         await self.fresh_fleet()
         continuous = await run_continuous(self.cluster, self.workdir, self.api, self.decisions, self.extra, idle_seconds)
-        return baseline_seconds, baseline_errors, once, continuous
+        return (go_seconds, baseline_seconds), baseline_errors + go_errors, once, continuous
 
 
-def _round_of(baseline_seconds: float, _errors: int, once: OnceResult, continuous: ContinuousResult) -> Round:
+def _round_of(baselines: tuple[float, float], _errors: int, once: OnceResult, continuous: ContinuousResult) -> Round:
+    go_seconds, python_seconds = baselines
     return Round(
-        baseline_seconds, once.converge_seconds, continuous.command_seconds, max(once.peak_rss_kb, continuous.peak_hwm_kb)
+        go_seconds, once.converge_seconds, continuous.command_seconds, max(once.peak_rss_kb, continuous.peak_hwm_kb),
+        python_seconds,
     )
 
 
