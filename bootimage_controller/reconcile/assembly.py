@@ -20,7 +20,7 @@ from .ledger import HotLoopLedger
 from .loop import KeySink, Loop
 from .machines import CloudLookup, Collaborators, MachineReconciler
 from .state import Outcomes
-from .status_reconciler import StatusReconciler, StatusView
+from .status_reconciler import PROGRESS_INTERVAL, StatusReconciler, StatusView
 from .store import CAPI_HOLDER, MAPI_HOLDER, ClusterView, InformerStore
 from .templates import FencedTemplateRefresh, TemplateRefreshHook
 from .triggers import Triggers
@@ -34,7 +34,7 @@ class ReconcileOptions:
     dry_run: bool = False
     # Mid-pass progress reports (conditions recomputed from every outcome); the queue's status key
     # reports whenever it drains.
-    progress_interval: float = 2.0
+    progress_interval: float = PROGRESS_INTERVAL
     # Companion rules (SPEC section 3): how long an MCO-managed MachineSet may stay on another
     # image than ours after the MCO's pass before it is a disagreement; labels that mark GitOps.
     disagreement_grace: float = DEFAULT_DISAGREEMENT_GRACE

@@ -40,10 +40,15 @@ class StatusView:
     lookup: Callable[[str, str, str], Mapping[str, Any] | None]  # (kind, namespace, name) -> cached object
 
 
+# Mid-pass progress reports at most this often (seconds); the status key reports whenever the queue
+# reaches it. The one place this is set (ReconcileOptions defaults to it).
+PROGRESS_INTERVAL = 2.0
+
+
 class StatusReconciler:
     def __init__(
         self, store: InformerStore, cluster: ClusterView, outcomes: Outcomes, machine_kinds: tuple[str, ...],
-        on_pass: Callable[[StatusView], None] | None, progress_interval: float = 2.0,
+        on_pass: Callable[[StatusView], None] | None, progress_interval: float = PROGRESS_INTERVAL,
     ) -> None:
         self.store = store
         self.cluster = cluster
