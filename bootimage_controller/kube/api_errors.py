@@ -104,9 +104,15 @@ class ApiError(Exception):
         return _KINDS.get(self.status, f"HTTP {self.status}")
 
     def describe(self) -> str:
-        """`invalid: <server message>` (the message names the field), else the HTTP reason."""
-        detail = self.message or self.reason or f"HTTP {self.status}"
-        return f"{self.kind}: {detail}"
+        """`422 Invalid: <server message>` (the message names the field): `describe_status`."""
+        return describe_status(self.status, self.reason, self.message)
+
+
+def describe_status(status: int | None, reason: str, message: str) -> str:
+    """The one way an API answer is said in a log, a condition or an `error:` line: the status, the
+    server's reason and its message (`422 Invalid: ... metadata.annotations: Too long ...`), not
+    only `422 Unprocessable Entity`."""
+    return f"{status} {reason}".rstrip() + (f": {message}" if message else "")
 
 
 class NotFound(ApiError):

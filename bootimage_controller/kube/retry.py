@@ -19,7 +19,7 @@ import aiohttp
 import structlog
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from .api_errors import ApiError, Conflict, conflict, status_of
+from .api_errors import ApiError, Conflict, conflict, describe_status, status_of
 
 log = structlog.get_logger(__name__)
 
@@ -113,10 +113,9 @@ def describe(exc: BaseException) -> str:
     """One line for a log or a condition: for an API error, the status and the server's own reason
     and message (`422 Invalid: ... metadata.annotations: Too long ...`), not only `422 Unprocessable Entity`."""
     if isinstance(exc, ApiException):
-        reason, message = status_of(exc)
-        return f"{exc.status} {reason}" + (f": {message}" if message else "")
+        return describe_status(exc.status, *status_of(exc))
     if isinstance(exc, ApiError):
-        return f"{exc.status} {exc.reason}" + (f": {exc.message}" if exc.message else "")
+        return exc.describe()
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 

@@ -49,7 +49,7 @@ def test_an_invalid_object_is_not_a_conflict_and_says_which_field() -> None:
     assert not isinstance(error, Conflict) and isinstance(error, Invalid) and error.permanent
     assert error.kind == "invalid"
     assert error.describe() == (
-        'invalid: MachineSet.machine.openshift.io "w" is invalid: metadata.annotations: '
+        '422 Invalid: MachineSet.machine.openshift.io "w" is invalid: metadata.annotations: '
         "Too long: must have at most 262144 bytes"
     )
 
@@ -57,10 +57,10 @@ def test_an_invalid_object_is_not_a_conflict_and_says_which_field() -> None:
 def test_409_is_a_conflict_and_other_failures_keep_their_http_reason() -> None:
     assert isinstance(ApiError.from_exception("x", exception(409, None)), Conflict)
     error = ApiError.from_exception("x", exception(403, {"reason": "Forbidden", "message": 'user "u" cannot patch'}))
-    assert isinstance(error, Forbidden) and error.describe() == 'forbidden: user "u" cannot patch'
+    assert isinstance(error, Forbidden) and error.describe() == '403 Forbidden: user "u" cannot patch'
     server = ApiError.from_exception("x", exception(503, None))
     assert isinstance(server, ServerError) and not server.permanent
-    assert server.describe() == "server error: Unprocessable Entity"
+    assert server.describe() == "503 Unprocessable Entity"  # no body: the HTTP reason, as retry.describe says it
 
 
 def test_every_logged_api_failure_carries_the_servers_reason_and_message() -> None:
