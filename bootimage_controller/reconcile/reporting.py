@@ -7,6 +7,7 @@ it to the `StatusWriter`, which decides when to write it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -14,6 +15,7 @@ import structlog
 
 from .. import observability as obs
 from ..constants import (
+    ANNOTATION_RELEASE,
     CONDITION_DEGRADED,
     CONDITION_PROGRESSING,
     CPMS_KIND,
@@ -109,7 +111,7 @@ class PassReporter:
             self.verdict = None
             return None
         machines = [
-            (s.decision, view.lookup(s.decision.kind, s.decision.namespace, s.decision.name))
+            (s.decision, as_written(s, view.lookup(s.decision.kind, s.decision.namespace, s.decision.name)))
             for s in states
         ]
         try:
@@ -171,6 +173,20 @@ class PassReporter:
             return [pool_boot_image(s, now) for s in shown]
 
         obs.POOLS.show(pools)
+
+
+def as_written(state: MachineSetState, obj: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    """The object as our patch left it, whether or not the watch has brought the write back yet:
+    with the boot-image-release record we wrote. The report at the end of a pass comes a few
+    milliseconds after its last patch; without this it judged the last MachineSets by their old
+    image and the next pass, reading our record, wrote the ClusterOperator again (issue 36: a
+    settled fleet must see no write)."""
+    release = state.decision.target_release
+    if not state.updated or obj is None or not release:
+        return obj
+    meta = obj.get("metadata") or {}
+    annotations = {**(meta.get("annotations") or {}), ANNOTATION_RELEASE: release}
+    return {**obj, "metadata": {**meta, "annotations": annotations}}
 
 
 def pool_boot_image(state: MachineSetState, now: datetime) -> obs.PoolBootImage:

@@ -366,3 +366,21 @@ def test_versions_and_related_objects() -> None:
         "name": "",
         "namespace": MAPI_NAMESPACE,
     } in related
+
+
+def test_the_final_report_judges_a_just_patched_machineset_by_what_was_written() -> None:
+    """The report at the end of a pass comes milliseconds after its last patch, before the watch
+    brings the write back: it must see our record anyway, or the next pass writes the status again
+    (issue 36; tests/integration/test_settled.py caught it in CI)."""
+    from dataclasses import replace
+
+    from bootimage_controller.constants import ANNOTATION_RELEASE
+    from bootimage_controller.reconcile.reporting import as_written
+    from bootimage_controller.reconcile.state import MachineSetState
+
+    d = replace(decision("w1", Action.PATCH, Reason.BOOT_IMAGE_OUTDATED), target_release="9.6.20251212-1")
+    cached = {"metadata": {"name": "w1", "annotations": {"other": "kept"}}}
+    seen = as_written(MachineSetState(d, patched=True), cached)
+    assert seen is not None and seen["metadata"]["annotations"] == {"other": "kept", ANNOTATION_RELEASE: "9.6.20251212-1"}
+    assert cached["metadata"]["annotations"] == {"other": "kept"}  # the cache's object is not changed
+    assert as_written(MachineSetState(d), cached) is cached  # not written: as the cache has it
