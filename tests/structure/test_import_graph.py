@@ -209,3 +209,13 @@ def test_offline_plan_imports_no_client_library() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert done.stdout.strip() == "[]", done.stdout
+
+
+def test_docs_design_names_every_module() -> None:
+    """docs/design.md draws the tree; a module it does not name is one a newcomer cannot place."""
+    import re
+
+    doc = (PACKAGE.parent / "docs" / "design.md").read_text()
+    unnamed = sorted(str(p.relative_to(PACKAGE.parent)) for p in PACKAGE.rglob("*.py")
+                     if p.name != "__init__.py" and not re.search(rf"\b{re.escape(p.stem)}\b", doc))
+    assert unnamed == []
