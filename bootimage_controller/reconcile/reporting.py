@@ -182,7 +182,9 @@ def as_written(state: MachineSetState, obj: Mapping[str, Any] | None) -> Mapping
     image and the next pass, reading our record, wrote the ClusterOperator again (issue 36: a
     settled fleet must see no write)."""
     release = state.decision.target_release
-    if not state.updated or obj is None or not release:
+    # `patched`, not `updated`: a vSphere template rebuilt in vCenter writes no record on the
+    # MachineSet, and the report must not claim one the cache will never show.
+    if not state.patched or obj is None or not release:
         return obj
     meta = obj.get("metadata") or {}
     annotations = {**(meta.get("annotations") or {}), ANNOTATION_RELEASE: release}
