@@ -94,6 +94,13 @@ def run_daemon(args: argparse.Namespace) -> int:
 
 async def run_async(args: argparse.Namespace) -> int:
     api = await make_api_client(args.kubeconfig, qps=args.qps, burst=args.burst)
+    if args.once:
+        # Before anything else reads: a dead server is one `error:` line, not a log line per
+        # informer and lookup first (issue 33). The long-running daemon waits for it instead.
+        unreachable = await _unreachable(api)
+        if unreachable is not None:
+            await api.close()
+            return _once_failed(f"cannot reach the Kubernetes API server {unreachable[0]}: {unreachable[1]}; wrote nothing")
     identity = default_identity()
     namespace = current_namespace()
     supervisor = Supervisor()
@@ -293,11 +300,7 @@ async def _once(
     args: argparse.Namespace,
     pass_done: asyncio.Event,
 ) -> int:
-    store, loop = parts.store, parts.loop
-    unreachable = await _unreachable(api)
-    if unreachable is not None:
-        log.error("cannot reach the Kubernetes API server; writing nothing", server=unreachable[0], error=unreachable[1])
-        return _once_failed(f"cannot reach the Kubernetes API server {unreachable[0]}: {unreachable[1]}; wrote nothing")
+    store, loop = parts.store, parts.loop  # the API server answered: run_async asked it first
     refused = await _synced_or_refused(store)
     if refused is not None:
         log.error("not allowed to read; writing nothing", refused=refused)

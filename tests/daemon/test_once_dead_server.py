@@ -1,0 +1,33 @@
+"""`run --once` against an API server that does not answer: one `error:` line, exit 1, nothing
+started first (issue 33: it printed a log line per informer and lookup, 59 in all, before it)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_run_once_against_a_dead_server_says_it_in_one_line(tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "c", "cluster": {"server": "http://127.0.0.1:9"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+    }))
+    done = subprocess.run(
+        [sys.executable, "-m", "bootimage_controller", "run", "--once", "--kubeconfig", str(kubeconfig),
+         "--health-addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0", "--log-format", "json"],
+        capture_output=True, text=True, timeout=60, cwd=REPO, check=False)
+    assert done.returncode == 1
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    errors = [line for line in lines if line.startswith("error:")]
+    assert errors == [lines[-1]] and "cannot reach the Kubernetes API server http://127.0.0.1:9" in errors[0]
+    assert "wrote nothing" in errors[0]
+    # Only the retries of that one question come first: no informer, no lookup, no server started.
+    assert all('"get /version"' in line for line in lines[:-1]), lines
