@@ -72,42 +72,46 @@ async def _guarded(source: ClusterSource, options: FleetOptions) -> list[Cluster
             return await asyncio.to_thread(_read_tree, source, options)
         objects = await _read_live(source)
         return await asyncio.to_thread(rows_from_objects, source, objects, options)
-    except BootImageControllerError as exc:
+    except Exception as exc:
+        return _failed(source, exc)
+
+
+def _failed(source: ClusterSource, exc: Exception) -> list[ClusterRow]:
+    """The cluster's one row when reading it failed: the project's error says why; anything else
+    (a bug, an input nobody foresaw) is named by its type."""
+    if isinstance(exc, BootImageControllerError):
         return [failed_cluster(source.name, source.description, str(exc))]
-    except Exception as exc:  # a bug or an input nobody foresaw: this cluster's row says so
-        log.debug("cluster read failed", cluster=source.name, exc_info=True)
-        return [failed_cluster(source.name, source.description, f"{type(exc).__name__}: {exc}")]
+    log.debug("cluster read failed", cluster=source.name, exc_info=exc)
+    return [failed_cluster(source.name, source.description, f"{type(exc).__name__}: {exc}")]
 
 
 # Parsing and planning a tree is CPU work, and Python's GIL keeps threads to one core: with many
 # trees and more than one core, worker processes parse them (forked, so the options and the imported
 # package are there already; only the source goes over, only the rows come back).
 PROCESSES_FROM = 32  # trees; below this, starting processes costs more than it saves
-_WORKER_OPTIONS: FleetOptions | None = None
+_WORKER_OPTIONS: FleetOptions | None = None  # set in each worker by `_start_worker`
 
 
-def tree_parsers(trees: int, parallel: int) -> Executor | None:
+def tree_parsers(trees: int, parallel: int, options: FleetOptions) -> Executor | None:
     """Worker processes for `trees` must-gather trees, or None (threads) when they would not help."""
     cores = os.cpu_count() or 1
     if trees < PROCESSES_FROM or cores < 2 or parallel < 2 or "fork" not in multiprocessing.get_all_start_methods():
         return None
-    return ProcessPoolExecutor(max_workers=min(cores, parallel), mp_context=multiprocessing.get_context("fork"))
+    return ProcessPoolExecutor(max_workers=min(cores, parallel), mp_context=multiprocessing.get_context("fork"),
+                               initializer=_start_worker, initargs=(options,))
 
 
-def share_options(options: FleetOptions) -> None:
-    """Called before `tree_parsers`: the forked workers find the options here."""
+def _start_worker(options: FleetOptions) -> None:
     global _WORKER_OPTIONS
     _WORKER_OPTIONS = options
 
 
 def _tree_rows_in_worker(source: ClusterSource) -> list[ClusterRow]:
-    assert _WORKER_OPTIONS is not None, "share_options() before tree_parsers()"
+    assert _WORKER_OPTIONS is not None, "a tree_parsers() worker"
     try:
         return _read_tree(source, _WORKER_OPTIONS)
-    except BootImageControllerError as exc:  # converted here: the project's errors do not pickle
-        return [failed_cluster(source.name, source.description, str(exc))]
-    except Exception as exc:
-        return [failed_cluster(source.name, source.description, f"{type(exc).__name__}: {exc}")]
+    except Exception as exc:  # converted here: the project's errors do not pickle
+        return _failed(source, exc)
 
 
 def _read_tree(source: ClusterSource, options: FleetOptions) -> list[ClusterRow]:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import TextIO
 
 from ..core.fleet import ClusterRow, failed_cluster
-from .read import FleetOptions, read_cluster, share_options, tree_parsers
+from .read import FleetOptions, read_cluster, tree_parsers
 from .sources import ClusterSource
 
 DEFAULT_PARALLEL = 8
@@ -60,8 +60,7 @@ async def read_fleet(
     A must-gather tree still being parsed when its time is up is reported as not read; its worker
     (a process with many trees, else a thread) finishes in the background and its result is dropped."""
 
-    share_options(options)
-    parsers = tree_parsers(sum(1 for s in sources if s.tree is not None), parallel)
+    parsers = tree_parsers(sum(1 for s in sources if s.tree is not None), parallel, options)
 
     async def one(source: ClusterSource) -> None:
         try:
