@@ -17,7 +17,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 import yaml
-from harness.objects import example_objects
+from harness.objects import example_objects, plain_kubeconfig
 
 from .conftest import EXAMPLE, Run
 
@@ -32,18 +32,6 @@ FG = "/apis/config.openshift.io/v1/featuregates"
 CM = "/api/v1/namespaces/openshift-machine-config-operator/configmaps"
 NODES = "/api/v1/nodes"
 SECRETS = "/api/v1/namespaces/openshift-machine-api/secrets/"
-
-
-def kubeconfig_for(tmp_path: Path, server: str) -> Path:
-    """A kubeconfig whose one context `c` points at `server` with a dummy token."""
-    path = tmp_path / "kubeconfig"
-    path.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "c",
-        "clusters": [{"name": "c", "cluster": {"server": server}}],
-        "users": [{"name": "u", "user": {"token": "t"}}],
-        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
-    }))
-    return path
 
 
 class FakeApi:
@@ -162,7 +150,7 @@ def test_server_errors_are_reported_without_a_traceback(run: Run, fake_api: tupl
 
 
 def test_unreachable_cluster(run: Run, tmp_path: Path) -> None:
-    kubeconfig = kubeconfig_for(tmp_path, "http://127.0.0.1:9")
+    kubeconfig = plain_kubeconfig(tmp_path, "http://127.0.0.1:9")
     result = run("plan", "--from-cluster", "--kubeconfig", kubeconfig)
     assert result.code == 1
     assert result.err.startswith(f"error: kubeconfig {kubeconfig}, context c, server http://127.0.0.1:9: reading ")
@@ -235,7 +223,7 @@ def test_a_kubeconfig_variable_naming_a_missing_file_says_so(
                                      ("plan", "--from-cluster")])
 def test_against_a_dead_server_one_error_line_and_no_log_noise(run: Run, tmp_path: Path, command: tuple[str, ...]) -> None:
     """Issue 33: these printed 4 to 59 JSON lines before their one `error:` line."""
-    kubeconfig = kubeconfig_for(tmp_path, "http://127.0.0.1:9")
+    kubeconfig = plain_kubeconfig(tmp_path, "http://127.0.0.1:9")
     result = run(*command, "--kubeconfig", kubeconfig)
     assert result.code == 1
     said = [line for line in result.err.splitlines() if line.strip() and not line.startswith("fleet: ")]
@@ -258,13 +246,7 @@ def test_a_server_answering_404_to_everything_is_not_an_empty_file(run: Run, tmp
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), NotKubernetes)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "c",
-        "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{server.server_address[1]}"}}],
-        "users": [{"name": "u", "user": {"token": "t"}}],
-        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
-    }))
+    kubeconfig = plain_kubeconfig(tmp_path, f"http://127.0.0.1:{server.server_address[1]}")
     try:
         result = run("plan", "--from-cluster", "--kubeconfig", kubeconfig)
     finally:

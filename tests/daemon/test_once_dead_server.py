@@ -7,19 +7,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-import yaml
+from harness.objects import plain_kubeconfig
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def test_run_once_against_a_dead_server_says_it_in_one_line(tmp_path: Path) -> None:
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "c",
-        "clusters": [{"name": "c", "cluster": {"server": "http://127.0.0.1:9"}}],
-        "users": [{"name": "u", "user": {"token": "t"}}],
-        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
-    }))
+    kubeconfig = plain_kubeconfig(tmp_path, "http://127.0.0.1:9")
     done = subprocess.run(
         [sys.executable, "-m", "bootimage_controller", "run", "--once", "--kubeconfig", str(kubeconfig),
          "--health-addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0", "--log-format", "json"],

@@ -788,3 +788,16 @@ async def _ignore_missing(request: Any) -> None:
     except ApiException as exc:
         if exc.status not in (404, 409):
             raise
+
+
+def plain_kubeconfig(folder: Path, server: str) -> Path:
+    """`folder/kubeconfig`: one context `c` pointing at `server` with a dummy token (for servers
+    that are dead, hang, or are not Kubernetes at all)."""
+    path = folder / "kubeconfig"
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "c", "cluster": {"server": server}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+    }))
+    return path
