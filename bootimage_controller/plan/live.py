@@ -16,7 +16,6 @@ import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import structlog
@@ -127,8 +126,6 @@ async def read_cluster_objects(
     from ..kube.client import ClientConfigError, make_api_client
     from ..kube.kubeconfig import missing_kubeconfig
 
-    if kubeconfig and not Path(kubeconfig).is_file():
-        raise ClusterReadError(f"--kubeconfig {kubeconfig}: no such file")
     missing = missing_kubeconfig() if not kubeconfig and not os.environ.get("KUBERNETES_SERVICE_HOST") else None
     if missing:
         raise ClusterReadError(missing)
