@@ -58,6 +58,7 @@ from ..reconcile.event_lane import EventLane, EventRecorder
 from ..reconcile.keys import CLAIMS_KEY
 from ..reconcile.loop import KeyList, KeySink
 from ..reconcile.reporting import PassReporter
+from ..reconcile.status_clock import StatusClock
 from ..reconcile.status_writer import StatusWriter
 from ..reconcile.store import InformerStore, build_informers
 from ..reconcile.stub_ignition import StubIgnitionChecks
@@ -114,7 +115,10 @@ async def run_async(args: argparse.Namespace) -> int:
     # Every write this process sends, of any kind, is checked against the Lease when it is sent.
     api.fence = WriteFence(elector.write_refusal)
     obs.LEADER.set_function(lambda: 1.0 if elector.is_leader else 0.0)  # read at scrape time
-    writer = None if args.dry_run else StatusWriter(CustomObjectsApi(api), cluster_operator=args.cluster_operator)
+    # One clock times the mid-pass reports and the status writes (reconcile/status_clock.py).
+    status_clock = StatusClock()
+    writer = (None if args.dry_run else
+              StatusWriter(CustomObjectsApi(api), cluster_operator=args.cluster_operator, clock=status_clock))
     limits = SkewLimits.from_flags(args.ocp_skew_limit, args.rhel_skew_limit)
     reporter = PassReporter(writer, limits)
     core = CoreV1Api(api)
@@ -147,7 +151,8 @@ async def run_async(args: argparse.Namespace) -> int:
         ReconcileOptions(dry_run=args.dry_run, disagreement_grace=args.disagreement_grace,
                          gitops_labels=tuple(args.gitops_label), skew_limits=limits),
         Hooks(is_leader=lambda: elector.is_leader, fence=api.fence.refusal, stub_check=StubIgnitionChecks(core),
-              cloud=cloud, templates=vsphere.refresh, events=events, on_pass=reporter),
+              cloud=cloud, templates=vsphere.refresh, events=events, on_pass=reporter,
+              status_clock=status_clock),
         sink,
     )
     if writer is not None:

@@ -19,8 +19,8 @@ from .kinds import ClusterApiKind, MachineApiKind, MachineKind, SecretCheck
 from .ledger import HotLoopLedger
 from .loop import KeySink, Loop
 from .machines import CloudLookup, Collaborators, MachineReconciler
-from .state import Outcomes
-from .status_reconciler import PROGRESS_INTERVAL, StatusReconciler, StatusView
+from .status_clock import StatusClock
+from .status_reconciler import StatusReconciler, StatusView
 from .store import CAPI_HOLDER, MAPI_HOLDER, ClusterView, InformerStore
 from .templates import FencedTemplateRefresh, TemplateRefreshHook
 from .triggers import Triggers
@@ -32,9 +32,6 @@ MACHINE_KINDS = (MACHINESET_KIND, CPMS_KIND, *CAPI_KINDS)
 @dataclass(frozen=True)
 class ReconcileOptions:
     dry_run: bool = False
-    # Mid-pass progress reports (conditions recomputed from every outcome); the queue's status key
-    # reports whenever it drains.
-    progress_interval: float = PROGRESS_INTERVAL
     # Companion rules (SPEC section 3): how long an MCO-managed MachineSet may stay on another
     # image than ours after the MCO's pass before it is a disagreement; labels that mark GitOps.
     disagreement_grace: float = DEFAULT_DISAGREEMENT_GRACE
@@ -60,15 +57,17 @@ class Hooks:
     templates: TemplateRefreshHook | None = None
     events: EventSink | None = None
     on_pass: Callable[[StatusView], None] | None = None
+    # When mid-pass reports are due; the daemon gives the status writer's, so one clock times them all.
+    status_clock: StatusClock = field(default_factory=StatusClock)
 
 
 @dataclass(frozen=True)
 class Reconcilers:
-    """The assembled loop and what the daemon (and tests) reach into: the store, the outcomes."""
+    """The assembled loop and what the daemon (and tests) reach into: the store, the status
+    reconciler (every key's last outcome: `status.outcomes`)."""
 
     store: InformerStore
     cluster: ClusterView
-    outcomes: Outcomes
     sink: KeySink
     loop: Loop
     triggers: Triggers
@@ -83,7 +82,6 @@ def assemble(store: InformerStore, writers: Writers, options: ReconcileOptions, 
              sink: KeySink) -> Reconcilers:
     """`sink`: where keys go (the daemon's work queue, or `run --once`'s `KeyList`)."""
     cluster = ClusterView(store, options.gitops_labels)
-    outcomes = Outcomes(options.disagreement_grace)
 
     def may_write() -> bool:
         return not options.dry_run and hooks.is_leader()
@@ -103,19 +101,20 @@ def assemble(store: InformerStore, writers: Writers, options: ReconcileOptions, 
     if hooks.templates is not None:
         templates = FencedTemplateRefresh(hooks.templates, stub_check=hooks.stub_check, fence=hooks.fence,
                                       is_leader=hooks.is_leader, upgrade_gate=cluster.upgrade_gate)
-    delegation = Delegation(store, cluster, outcomes, options.skew_limits, hooks.events, sink.add_after)
+    status = StatusReconciler(store, cluster, MACHINE_KINDS, hooks.on_pass, hooks.status_clock)
+    delegation = Delegation(store, cluster, status.outcomes, options.skew_limits, hooks.events, sink.add_after,
+                            options.disagreement_grace)
     machines = MachineReconciler(kinds, Collaborators(
-        store=store, cluster=cluster, outcomes=outcomes, holders=holders, delegation=delegation, may_write=may_write,
+        store=store, cluster=cluster, outcomes=status.outcomes, holders=holders, delegation=delegation, may_write=may_write,
         enqueue=sink.add, cloud=hooks.cloud, templates=templates, events=hooks.events,
     ))
     claims = ClaimsReconciler(holders, (mapi_scope, capi_scope), may_write)
-    status = StatusReconciler(store, cluster, outcomes, MACHINE_KINDS, hooks.on_pass, options.progress_interval)
     loop = Loop(store, status, sink)
-    loop.register(MACHINE_KINDS, machines.reconcile, machines=True)
+    loop.register_machines(MACHINE_KINDS, machines.reconcile)
     loop.register([CLAIMS_KEY], claims.reconcile)
-    triggers = Triggers(store, cluster, outcomes, sink, loop.enqueue_all)
+    triggers = Triggers(store, cluster, status.outcomes, sink, loop.enqueue_all)
     triggers.attach(store.informers)
-    return Reconcilers(store, cluster, outcomes, sink, loop, triggers, machines, claims, status, kinds)
+    return Reconcilers(store, cluster, sink, loop, triggers, machines, claims, status, kinds)
 
 
 def event_summary_target(store: InformerStore) -> InvolvedObject | None:

@@ -12,7 +12,7 @@ from typing import Any
 import structlog
 
 from ..constants import EVENT_CLAIM_HOLDS_UPGRADES, EVENT_TYPE_WARNING, Manager
-from ..core.companion import McoPass, claim_hold_warning
+from ..core.companion import DisagreementClock, McoPass, claim_hold_warning
 from ..core.conflicts import writer_conflict
 from ..core.context import PlanningContext
 from ..core.model import BootImageDecision
@@ -21,16 +21,20 @@ from ..core.skew.record import BootImageRelease, ReleaseSource, machineset_boot_
 from ..core.skew.verdict import SkewLimits
 from .event_rules import EventSink, involved
 from .keys import machine_key, split_key
-from .state import MachineSetState, Outcomes
+from .state import MachineSetState
 from .store import ClusterView, InformerStore
 
 log = structlog.get_logger(__name__)
 
 
 class Delegation:
+    """`outcomes`: every key's last outcome, read-only (the status reconciler's). The disagreement
+    clock is this class's own memory."""
+
     def __init__(
-        self, store: InformerStore, cluster: ClusterView, outcomes: Outcomes, skew_limits: SkewLimits,
-        events: EventSink | None, enqueue_after: Callable[[str, float], None],
+        self, store: InformerStore, cluster: ClusterView, outcomes: Mapping[str, MachineSetState],
+        skew_limits: SkewLimits, events: EventSink | None, enqueue_after: Callable[[str, float], None],
+        disagreement_grace: float,
     ) -> None:
         self.store = store
         self.cluster = cluster
@@ -38,6 +42,11 @@ class Delegation:
         self.skew_limits = skew_limits
         self.events = events
         self.enqueue_after = enqueue_after
+        self.disagreements = DisagreementClock(disagreement_grace)
+
+    def forget(self, key: str) -> None:
+        """The object is gone, or ours again: no disagreement is timed for it."""
+        self.disagreements.forget(key)
 
     def delegated(self, key: str, obj: Mapping[str, Any], decision: BootImageDecision,
                   gitops_labels: tuple[str, ...] = ()) -> MachineSetState:
@@ -46,33 +55,28 @@ class Delegation:
         (core.conflicts); an MCO-managed one is compared with our target once the MCO says its pass
         is done, and a disagreement that outlasts the grace is reported."""
         if decision.manager is not Manager.MCO:
-            self.outcomes.disagreements.forget(key)
+            self.disagreements.forget(key)
             mc = self.store.one("machineconfiguration") if decision.also_written_by else None
             return MachineSetState(decision, conflict=writer_conflict(decision, obj, mc, gitops_labels))
         # From the watch as it is now: the parsed inputs are rebuilt on spec changes only.
         mco_pass = McoPass.from_machine_configuration(self.store.one("machineconfiguration"))
-        found = self.outcomes.disagreements.observe(key, decision, mco_pass, time.monotonic())
+        found = self.disagreements.observe(key, decision, mco_pass, time.monotonic())
         if found is not None and not found.lasting:
             self.enqueue_after(key, found.wait)  # looked at again when the grace is over
         return MachineSetState(decision, disagreement=found)
 
-    def note_claim_hold(self, key: str, decision: BootImageDecision, ctx: PlanningContext) -> None:
-        """Keep why claiming this MachineSet makes the MCO hold upgrades (dropped when it does not),
-        for the Warning before the claim and our ClusterOperator's Upgradeable message after it."""
-        warnings = self.outcomes.claim_warnings
+    def claim_warning(self, key: str, decision: BootImageDecision, ctx: PlanningContext) -> str | None:
+        """Why claiming this MachineSet makes the MCO hold upgrades (None: it does not), for the
+        Warning before the claim and, on its outcome, our ClusterOperator's Upgradeable message."""
         if not decision.taken_from_mco:
-            warnings.pop(key, None)
-            return
+            return None
         objects = self.cluster.inputs().objects
         warning = claim_hold_warning(
             decision, ctx.facts.managers.mco, objects.machine_configuration,
             install_version_from_cluster_version(objects.cluster_version),
             self._boot_images_after(key, decision), self.skew_limits,
         )
-        if warning is None:
-            warnings.pop(key, None)
-        else:
-            warnings[key] = warning.message
+        return warning.message if warning is not None else None
 
     def _boot_images_after(self, key: str, decision: BootImageDecision) -> list[BootImageRelease]:
         """Every known MachineSet's boot image once this patch is written (for the Manual value)."""
@@ -82,7 +86,7 @@ class Delegation:
         out = []
         if decision.target_release:
             out.append(BootImageRelease.rhcos(decision.target_release, ReleaseSource.GOLDEN_DATA))
-        for other_key, state in self.outcomes.states.items():
+        for other_key, state in self.outcomes.items():
             d = state.decision
             if other_key == key:
                 continue
@@ -96,12 +100,15 @@ class Delegation:
                 out.append(found)
         return out
 
-    async def warn_before_claim(self, obj: Mapping[str, Any]) -> None:
+    async def warn_before_claim(self, obj: Mapping[str, Any], decision: BootImageDecision,
+                                ctx: PlanningContext) -> None:
         """The admin hears that the MCO will hold upgrades before the claim is written, not after:
         the Warning is written (awaited) first, and our ClusterOperator's message follows."""
+        if self.events is None or not decision.taken_from_mco:
+            return
         key = machine_key(obj)
-        message = self.outcomes.claim_warnings.get(key)
-        if message is None or self.events is None:
+        message = self.claim_warning(key, decision, ctx)
+        if message is None:
             return
         log.warning("claim makes the Machine Config Operator hold upgrades", key=key, message=message)
         await self.events.emit_now(involved(obj), EVENT_TYPE_WARNING, EVENT_CLAIM_HOLDS_UPGRADES, message)

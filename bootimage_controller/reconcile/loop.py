@@ -2,8 +2,10 @@
 
 It owns nothing else. The queue and its workers are `kube.workqueue`'s; what makes a key worth
 reconciling is `triggers`; what a key's reconcile does is its reconciler's (`machines`, `claims`,
-`status`). A reconciler returns a `ReconcileResult`; an API refusal that escapes one is mapped here
-to a transient or a permanent failure (kube.errors: `permanent`).
+`status`). A reconciler returns what happened: a machine reconciler its `MachineOutcome`, whose
+state the loop hands to the status reconciler (the one way back) and whose queue result goes to the
+queue; the others a `ReconcileResult`. An API refusal that escapes one is mapped here to a
+transient or a permanent failure (kube.errors: `permanent`).
 """
 
 from __future__ import annotations
@@ -18,12 +20,14 @@ from ..kube.api_errors import ApiError
 from ..kube.fence import NotLeader
 from ..kube.workqueue import DONE, ReconcileResult
 from .keys import CLAIMS_KEY, STATUS_KEY, machine_key, split_key
+from .state import MachineOutcome
 from .status_reconciler import StatusReconciler
 from .store import InformerStore
 
 log = structlog.get_logger(__name__)
 
 Reconcile = Callable[[str], Awaitable[ReconcileResult]]
+ReconcileMachine = Callable[[str], Awaitable[MachineOutcome]]
 
 
 class KeySink(Protocol):
@@ -50,8 +54,9 @@ class KeyList:
 
 
 class Loop:
-    """Reconcilers are registered by kind (`register`), each with the one signature
-    `reconcile(key) -> ReconcileResult`; `_dispatch` picks by the key's kind."""
+    """Reconcilers are registered by kind: `register_machines` for the machine objects (their
+    outcomes go to the status reconciler), `register` for the others; `_dispatch` picks by the
+    key's kind."""
 
     def __init__(self, store: InformerStore, status: StatusReconciler, sink: KeySink) -> None:
         self.store = store
@@ -59,13 +64,20 @@ class Loop:
         self.sink = sink
         self.machine_kinds: tuple[str, ...] = ()
         self._by_kind: dict[str, Reconcile] = {STATUS_KEY: status.reconcile}
+        self._machines_by_kind: dict[str, ReconcileMachine] = {}
 
-    def register(self, kinds: Iterable[str], reconcile: Reconcile, *, machines: bool = False) -> None:
-        """`reconcile` for keys of `kinds`; `machines`: a pass over them is reported (`@status`)."""
+    def register(self, kinds: Iterable[str], reconcile: Reconcile) -> None:
+        """`reconcile` for keys of `kinds`."""
         for kind in kinds:
             self._by_kind[kind] = reconcile
-        if machines:
-            self.machine_kinds += tuple(kinds)
+
+    def register_machines(self, kinds: Iterable[str], reconcile: ReconcileMachine) -> None:
+        """`reconcile` for machine objects of `kinds`: every outcome goes to the status reconciler,
+        and a pass over them is reported (`@status`)."""
+        kinds = tuple(kinds)
+        for kind in kinds:
+            self._machines_by_kind[kind] = reconcile
+        self.machine_kinds += kinds
 
     async def reconcile(self, key: str) -> ReconcileResult:
         """Reconcile one key. Expected failures come back as a result, never as an exception."""
@@ -84,15 +96,18 @@ class Loop:
 
     async def _dispatch(self, key: str) -> ReconcileResult:
         kind = key if key.startswith("@") else split_key(key)[0]
+        machine = self._machines_by_kind.get(kind)
+        if machine is not None:
+            outcome = await machine(key)
+            self.status.record(key, outcome.state)
+            self.sink.add(STATUS_KEY)
+            self.status.after_machine_key()
+            return outcome.queue
         reconcile = self._by_kind.get(kind)
         if reconcile is None:
             log.warning("no reconciler for this key; dropped", key=key)
             return DONE
-        result = await reconcile(key)
-        if kind in self.machine_kinds:
-            self.sink.add(STATUS_KEY)
-            self.status.after_machine_key()
-        return result
+        return await reconcile(key)
 
     def enqueue_all(self) -> None:
         for kind in self.machine_kinds:

@@ -2,9 +2,9 @@
 Cluster API MachineSets and MachineDeployments (what differs is in `kinds`).
 
 Read the object from the store, plan it (asking the cloud where rule 9 says so), act on the
-decision through its kind's writer, keep the outcome. A failed write is an outcome, never an
-exception: transient failures are retried by the queue with backoff; a permanent refusal (422
-Invalid, 403) waits for a change of the object or an input, or the slow resync.
+decision through its kind's writer, and return the outcome (`MachineOutcome`) to the loop. A failed
+write is an outcome, never an exception: transient failures are retried by the queue with backoff; a
+permanent refusal (422 Invalid, 403) waits for a change of the object or an input, or the slow resync.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from .event_rules import EventSink, conflict_event, deprecated_event, event_for,
 from .keys import CLAIMS_KEY, is_claimed, machine_key, split_key, uid_of
 from .kinds import MachineKind
 from .ledger import LedgerWriteFailed
-from .state import MachineSetState, Outcomes
+from .state import MachineOutcome, MachineSetState, WriteMemory
 from .store import ClusterView, InformerStore
 from .templates import FencedTemplateRefresh, tell_template_sharers
 from .writer import now_utc
@@ -66,7 +66,7 @@ class Collaborators:
 
     store: InformerStore
     cluster: ClusterView
-    outcomes: Outcomes
+    outcomes: Mapping[str, MachineSetState]  # every key's last outcome, read-only (the status reconciler's)
     holders: Holders
     delegation: Delegation
     may_write: Callable[[], bool]  # not a dry run, and the leader
@@ -80,18 +80,25 @@ class MachineReconciler:
     def __init__(self, kinds: Mapping[str, MachineKind], collaborators: Collaborators) -> None:
         self.kinds = kinds  # by the key's kind (the informer role)
         self.c = collaborators  # short: it is on every other line
+        self.memory = WriteMemory()
 
-    async def reconcile(self, key: str) -> ReconcileResult:
+    async def reconcile(self, key: str) -> MachineOutcome:
         kind, namespace, name = split_key(key)
-        outcomes = self.c.outcomes
+        memory = self.memory
         obj = self.c.store.get(kind, namespace, name)
+        state = self.c.outcomes.get(key)
         if obj is None:
-            outcomes.states.pop(key, None)
-        elif resource_version(obj) != outcomes.superseded.get(key):
+            memory.forget(key)
+            self.c.delegation.forget(key)
+            return MachineOutcome(key, None, DONE)
+        memory.seen(key, uid_of(obj))
+        if resource_version(obj) != memory.superseded.get(key):
             # (Equal: the cache still shows a version our own patch replaced; planning it would only
             # send a patch doomed to fail its resourceVersion test. The watch event of our write follows.)
-            await self._reconcile_object(key, obj)
-        state = outcomes.states.get(key)
+            state = await self._reconcile_object(key, obj) or state
+        return MachineOutcome(key, state, self._queue_result(key, state))
+
+    def _queue_result(self, key: str, state: MachineSetState | None) -> ReconcileResult:
         if state is not None and state.error is not None and (state.retried or state.permanent):
             reason = str(state.error_reason)
             error = state.error_text or state.error
@@ -101,7 +108,7 @@ class MachineReconciler:
     def _retry_outage(self, key: str, state: MachineSetState | None) -> ReconcileResult:
         """Plan again soon (5 s, doubling to 5 min) while the cloud or vCenter does not answer."""
         d = state.decision if state is not None else None
-        outages = self.c.outcomes.outages
+        outages = self.memory.outages
         if d is None or d.reason not in TRANSIENT_DECISIONS or d.manager is not Manager.OURS:
             outages.pop(key, None)
             return DONE
@@ -109,17 +116,24 @@ class MachineReconciler:
         outages[key] = tries + 1
         return ReconcileResult(requeue_after=min(TRANSIENT_MAX_RETRY, TRANSIENT_FIRST_RETRY * 2**min(tries, 16)))
 
-    async def _reconcile_object(self, key: str, obj: dict[str, Any]) -> None:
+    async def _reconcile_object(self, key: str, obj: dict[str, Any]) -> MachineSetState | None:
+        """The new outcome (None: not planned now, the last outcome stands)."""
         inputs = self.c.cluster.inputs()
         if inputs.context is None:
-            return  # the status key reports the problem; nothing is written
+            return None  # the status key reports the problem; nothing is written
         if self.c.cluster.upgrade_gate() is not None:
-            return  # upgrade in progress or state unknown: the status key says why (SPEC section 3)
+            return None  # upgrade in progress or state unknown: the status key says why (SPEC section 3)
         started = time.monotonic()
         decision = await self.plan(obj, inputs.context)
-        state = await self._act(key, obj, decision, inputs.context)
-        previous = self.c.outcomes.states.get(key)
-        self.c.outcomes.states[key] = state
+        try:
+            state = await self._act(key, obj, decision, inputs.context)
+        except ApiError as exc:
+            # A write on the way (a claim, a release, the holder's counts) refused: this key's
+            # outcome, reported like a refused patch, retried or waiting as the refusal says.
+            state = MachineSetState.failed(decision, Reason.PATCH_FAILED, f"{exc.what}: {exc.describe()}",
+                                           permanent=exc.permanent)
+        state.claim_warning = self.c.delegation.claim_warning(key, decision, inputs.context)
+        previous = self.c.outcomes.get(key)
         obs.RECONCILE_DURATION.observe(time.monotonic() - started)
         log.log(
             logging.DEBUG if says_nothing_new(previous, state) else logging.INFO,
@@ -129,6 +143,7 @@ class MachineReconciler:
             error=state.error, error_reason=state.error_reason,
         )
         self._post_events(obj, previous, state)
+        return state
 
     async def plan(self, obj: Mapping[str, Any], ctx: PlanningContext) -> BootImageDecision:
         """Offline, then again with the cloud's answers where they can change the decision."""
@@ -149,22 +164,21 @@ class MachineReconciler:
         if decision.action is Action.SKIP and decision.reason in (Reason.NOT_ENROLLED, Reason.NOT_AUTHORITATIVE):
             # Opting out is also how an admin ends a hot loop: forget our counts (with the claim,
             # when it left enrollment). A pool that moved to the other API starts afresh there.
-            self.c.outcomes.hot_loops.pop(uid_of(obj), None)
+            self.memory.hot_loops.pop(uid_of(obj), None)
             if self.c.may_write():
                 await self.c.holders.forget_hot_loops([uid_of(obj)], kind.scope)
                 if decision.reason == Reason.NOT_ENROLLED:
                     await self._release_if_claimed(kind, obj, ctx)
             return MachineSetState(decision)
-        self.c.delegation.note_claim_hold(key, decision, ctx)
         if decision.manager is not Manager.OURS:
             return self.c.delegation.delegated(key, obj, decision, ctx.facts.managers.gitops_labels)
-        self.c.outcomes.disagreements.forget(key)
+        self.c.delegation.forget(key)
         if not self.c.may_write():
             return MachineSetState(decision)
         if decision.taken_from_mco and decision.action in (Action.NOOP, Action.SKIP) and not is_claimed(obj):
             # Handed over from the MCO: claim it now, so the MCO leaves it alone before the next
             # golden data change rather than racing us to it (a broken object is never written).
-            await self._claim_from_mco(kind, obj)
+            await self._claim_from_mco(kind, obj, decision, ctx)
             return MachineSetState(decision)
         if decision.action is not Action.PATCH:
             return MachineSetState(decision)
@@ -192,7 +206,7 @@ class MachineReconciler:
             return planned if planned.action is Action.PATCH else None
 
         async def write(current: dict[str, Any], d: BootImageDecision) -> MachineSetState:
-            return await self._patch_once(key, kind, current, d)
+            return await self._patch_once(key, kind, current, d, ctx)
 
         try:
             state = await retry_on_conflict(read, plan, write, what=f"patch boot image {key}", current=obj)
@@ -210,12 +224,12 @@ class MachineReconciler:
         return state if state is not None else MachineSetState(planned)
 
     async def _patch_once(self, key: str, kind: MachineKind, obj: dict[str, Any],
-                          decision: BootImageDecision) -> MachineSetState:
+                          decision: BootImageDecision, ctx: PlanningContext) -> MachineSetState:
         resource = kind.resource(obj)
-        holders, scope = self.c.holders, kind.scope
+        holders, scope, memory = self.c.holders, kind.scope, self.memory
         kept = holders.kept_hot_loop(resource.uid, scope)
-        hot = hot_loop_check(resource.annotations, decision, self.c.outcomes.hot_loops.get(resource.uid),
-                             kept, self.c.outcomes.unsent.get(resource.uid))
+        hot = hot_loop_check(resource.annotations, decision, memory.hot_loops.get(resource.uid),
+                             kept, memory.unsent.get(resource.uid))
         if hot is None:
             message = (
                 f"refusing to write the same boot image a 4th time: something keeps reverting "
@@ -229,7 +243,7 @@ class MachineReconciler:
             obs.PATCHES.labels(result="blocked").inc()
             return MachineSetState.failed(decision, refusal.reason, refusal.message)
         if not any(is_our_owner_reference(o.api_version, o.kind, o.name) for o in resource.owner_references):
-            await self.c.delegation.warn_before_claim(obj)
+            await self.c.delegation.warn_before_claim(obj, decision, ctx)
         await kind.before_write(decision)
         async with holders.gate.claiming():
             holder = await holders.current(scope)
@@ -253,7 +267,7 @@ class MachineReconciler:
                     # up as a refused patch would (the loop writes nothing more and says why).
                     return self._not_counted(decision, exc)
                 # Counted, not yet written: their own reconcile finds the count there and reuses it.
-                self.c.outcomes.unsent.update(ahead)
+                memory.unsent.update(ahead)
             annotations = record_annotations(decision, hot, now_utc())
             try:
                 with write_preconditions(self.c.cluster.upgrade_gate):
@@ -265,13 +279,13 @@ class MachineReconciler:
                 # object shows our record with that count and the next write counts from there;
                 # only a whole-object writer wiping it before we read it again hides it (one write
                 # uncounted; docs/claims.md, "Hot loop").
-                self.c.outcomes.unsent[resource.uid] = entry
+                memory.unsent[resource.uid] = entry
                 obs.PATCHES.labels(result=_refusal_label(exc)).inc()
                 raise
-        self.c.outcomes.unsent.pop(resource.uid, None)
+        memory.unsent.pop(resource.uid, None)
         obs.PATCHES.labels(result="applied").inc()
-        self.c.outcomes.hot_loops[resource.uid] = hot
-        self.c.outcomes.superseded[key] = resource.resource_version
+        memory.hot_loops[resource.uid] = hot
+        memory.superseded[key] = resource.resource_version
         await kind.after_write(decision)
         return MachineSetState(decision, patched=True)
 
@@ -292,7 +306,7 @@ class MachineReconciler:
         ctx = self.c.cluster.inputs().context
         if ctx is None:
             return {}
-        outcomes, holders = self.c.outcomes, self.c.holders
+        memory, holders = self.memory, self.c.holders
         ahead: dict[str, LedgerEntry] = {}
         for other in self.c.store.list(kind_name):
             other_uid = uid_of(other)
@@ -304,8 +318,8 @@ class MachineReconciler:
             kept = holders.kept_hot_loop(other_uid, kind.scope)
             if kept is not None and kept.digest == target_digest(target_fingerprint(decision)):
                 continue
-            hot = hot_loop_check(kind.resource(other).annotations, decision, outcomes.hot_loops.get(other_uid),
-                                 kept, outcomes.unsent.get(other_uid))
+            hot = hot_loop_check(kind.resource(other).annotations, decision, memory.hot_loops.get(other_uid),
+                                 kept, memory.unsent.get(other_uid))
             if hot is not None and hot.count == 1:
                 ahead[other_uid] = hot.ledger_entry()
         return ahead
@@ -316,8 +330,9 @@ class MachineReconciler:
         permanent = isinstance(exc, ApiError) and exc.permanent
         return MachineSetState.failed(decision, Reason.PATCH_FAILED, message, permanent=permanent)
 
-    async def _claim_from_mco(self, kind: MachineKind, obj: dict[str, Any]) -> None:
-        await self.c.delegation.warn_before_claim(obj)
+    async def _claim_from_mco(self, kind: MachineKind, obj: dict[str, Any], decision: BootImageDecision,
+                              ctx: PlanningContext) -> None:
+        await self.c.delegation.warn_before_claim(obj, decision, ctx)
         holders = self.c.holders
         async with holders.gate.claiming():
             holder = await holders.current(kind.scope)

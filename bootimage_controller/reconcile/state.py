@@ -1,18 +1,22 @@
-"""Every machine object's last outcome, and what the reconcilers remember between keys.
+"""A machine object's outcome, the way it travels back from its reconcile, and what the machine
+reconciler remembers between keys.
 
-`Outcomes` is the one place the reconcilers share: the machine reconcilers write a key's outcome,
-the status reconciler reads them all, the triggers forget a key when its object goes.
+One way back: the machine reconciler returns a `MachineOutcome`; the loop hands its state to the
+status reconciler, which keeps every key's last outcome and lends it out read-only
+(`StatusReconciler.outcomes`). The reconcilers' own memories (`WriteMemory`, the companion rules'
+`DisagreementClock`) are private to the one that writes them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..constants import DEFAULT_DISAGREEMENT_GRACE, Reason
+from ..constants import Reason
 from ..core.claims import HotLoopRecord, LedgerEntry
-from ..core.companion import Disagreement, DisagreementClock
+from ..core.companion import Disagreement
 from ..core.conflicts import WriterConflict
 from ..core.model import BootImageDecision
+from ..kube.workqueue import ReconcileResult
 from ..vsphere.template_refresh import RefreshOutcome
 
 # Failures retried with backoff when the API server's answer allows it (the others wait for the
@@ -38,6 +42,9 @@ class MachineSetState:
     disagreement: Disagreement | None = None  # MCO-managed: on another image than our target
     conflict: WriterConflict | None = None  # GitOps or Hive, and the MCO writes it too
     permanent: bool = False
+    # Why claiming it makes the MCO hold upgrades (a MachineSet handed over from the MCO): the
+    # Warning before the claim says it, and our ClusterOperator's Upgradeable message after it.
+    claim_warning: str | None = None
 
     @classmethod
     def failed(cls, decision: BootImageDecision, reason: Reason, message: str, *, permanent: bool = False) -> MachineSetState:
@@ -62,12 +69,23 @@ class MachineSetState:
         return self.error is not None and self.error_reason in RETRIED_FAILURES and not self.permanent
 
 
-@dataclass
-class Outcomes:
-    """Per key: the last outcome, and what the next reconcile of that key must remember."""
+@dataclass(frozen=True, slots=True)
+class MachineOutcome:
+    """What one machine key's reconcile hands back to the loop: the key's outcome now (None: the
+    object is gone) and what the queue does with the key next. The loop gives `state` to the status
+    reconciler, which keeps the only record of every key's last outcome (SPEC section 3 reports
+    read it); nothing else writes that record."""
 
-    disagreement_grace: float = DEFAULT_DISAGREEMENT_GRACE
-    states: dict[str, MachineSetState] = field(default_factory=dict)
+    key: str
+    state: MachineSetState | None
+    queue: ReconcileResult
+
+
+@dataclass
+class WriteMemory:
+    """What the machine reconciler remembers between reconciles of a key, for its own writes only
+    (no report reads it)."""
+
     # key -> the resourceVersion our last patch replaced (the cache may still show it).
     superseded: dict[str, str] = field(default_factory=dict)
     # uid -> our last boot image write: still counts a hot loop when a writer that replaces the
@@ -76,19 +94,25 @@ class Outcomes:
     # uid -> the holder's count of a write the API server then refused: not counted twice.
     unsent: dict[str, LedgerEntry] = field(default_factory=dict)
     outages: dict[str, int] = field(default_factory=dict)  # key -> transient decisions in a row
-    # key -> why claiming it makes the MCO hold upgrades (our ClusterOperator says so too).
-    claim_warnings: dict[str, str] = field(default_factory=dict)
-    disagreements: DisagreementClock = field(init=False)
+    uids: dict[str, str] = field(default_factory=dict)  # key -> the uid last seen under it
 
-    def __post_init__(self) -> None:
-        self.disagreements = DisagreementClock(self.disagreement_grace)
+    def seen(self, key: str, uid: str) -> None:
+        """The object under `key` has `uid`: counts kept for an object of that name deleted and
+        created again are dropped (they belong to the old uid)."""
+        old = self.uids.get(key)
+        if old != uid:
+            if old is not None:
+                self._forget_uid(old)
+            self.uids[key] = uid
 
-    def forget(self, key: str, uid: str) -> None:
+    def forget(self, key: str) -> None:
         """The object is gone: nothing about it is kept."""
-        self.states.pop(key, None)
-        self.disagreements.forget(key)
-        self.outages.pop(key, None)
-        self.claim_warnings.pop(key, None)
         self.superseded.pop(key, None)
+        self.outages.pop(key, None)
+        uid = self.uids.pop(key, None)
+        if uid is not None:
+            self._forget_uid(uid)
+
+    def _forget_uid(self, uid: str) -> None:
         self.hot_loops.pop(uid, None)
         self.unsent.pop(uid, None)

@@ -1,16 +1,15 @@
 """`StatusWriter`: the only thing that writes the MachineConfiguration and ClusterOperator statuses.
 
 The controller tells it the desired state (built by the pure `status` module) as often as it likes;
-it coalesces (latest wins), writes at most once per `min_interval` per object, and writes nothing
-when the cluster already holds the desired state.
+it coalesces (latest wins), writes when the status clock allows (`status_clock`: the spacing, the
+backoff and the ClusterOperator's Progressing hold-off), and writes nothing when the cluster already
+holds the desired state.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import math
-import time
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
@@ -20,7 +19,6 @@ import structlog
 
 from ..constants import (
     CLUSTEROPERATOR_PLURAL,
-    CO_PROGRESSING,
     CONFIG_GROUP,
     CONFIG_VERSION,
     DEFAULT_CLUSTER_OPERATOR,
@@ -34,7 +32,8 @@ from ..constants import (
 )
 from ..core.status import ClusterOperatorStatus, Condition, find_condition, merge_conditions
 from ..kube.api_errors import ApiError, Conflict, NotFound, conflict
-from ..kube.retry import Backoff, Sleep, api_call, describe, retry_on_conflict
+from ..kube.retry import Sleep, api_call, describe, retry_on_conflict
+from .status_clock import StatusClock
 
 if TYPE_CHECKING:
     from kubernetes_asyncio.client import CustomObjectsApi
@@ -52,14 +51,13 @@ class StatusWriteResult(Enum):
 
 
 T = TypeVar("T")
-Clock = Callable[[], float]
 
 
 class _Channel(Generic[T]):
-    """Latest-wins coalescing of one object's desired status, at most one write per interval.
+    """Latest-wins coalescing of one object's desired status, written when the clock allows.
 
     `offer` never blocks: it records the state and makes sure a drain task runs. The drain
-    writes at once after a quiet period, else waits until `interval` after the previous write;
+    writes at once after a quiet period, else waits what the clock says (`StatusClock.write_delay`);
     states offered meanwhile replace each other. A state equal to what the cluster is known to
     hold (last written, or read) is not written.
     """
@@ -69,23 +67,18 @@ class _Channel(Generic[T]):
         name: str,
         write: Callable[[T], Awaitable[StatusWriteResult]],
         *,
-        interval: float,
-        clock: Clock,
+        clock: StatusClock,
         sleep: Sleep,
     ) -> None:
         self.name = name
         self._write = write
-        self._interval = interval
         self._clock = clock
         self._sleep = sleep
-        self._backoff = Backoff(base=max(interval, 1.0), cap=60.0)
         self._desired: T | None = None
         self._desired_key: Hashable = None
         self._synced_key: Hashable = None  # what the cluster is known to hold
         self._inflight_key: Hashable = None
         self._dirty = False
-        self._next_allowed = -math.inf
-        self._failures = 0
         self._flushing = False
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
@@ -125,14 +118,14 @@ class _Channel(Generic[T]):
 
     async def _drain(self) -> None:
         while self._dirty and self._desired is not None:
-            delay = self._next_allowed - self._clock()
+            delay = self._clock.write_delay(self.name)
             if delay > 0 and not self._flushing:
                 await self._pause(delay)
                 continue
             desired, key = self._desired, self._desired_key
             self._dirty = False
             self._inflight_key = key
-            started = self._clock()
+            started = self._clock.now()
             try:
                 result = await self._write(desired)
             except ApiError as exc:  # 403, 422, retries exhausted: try again after a backoff
@@ -143,19 +136,18 @@ class _Channel(Generic[T]):
                 result = StatusWriteResult.FAILED
             finally:
                 self._inflight_key = None
-            self._next_allowed = started + self._interval
             if result in (StatusWriteResult.WRITTEN, StatusWriteResult.UNCHANGED):
                 self._synced_key = key
-                self._failures = 0
+                self._clock.wrote(self.name, started)
             elif result is StatusWriteResult.DEFERRED:
                 self._synced_key = None
+                self._clock.deferred(self.name, started)
             else:
                 self._dirty = True
                 if self._flushing:
+                    self._clock.deferred(self.name, started)  # one attempt on a flush
                     return
-                delay = self._backoff.delay(self._failures)
-                self._failures += 1
-                self._next_allowed = max(self._next_allowed, self._clock() + delay)
+                self._clock.write_failed(self.name, started)
 
     async def flush(self) -> None:
         """Write the latest state now, ignoring the interval (shutdown); one attempt on failure."""
@@ -268,53 +260,12 @@ def merge_patch_diff(old: Any, new: Any) -> Any:
     return _SAME if old == new else new
 
 
-# The ClusterOperator shows Progressing=True only for a pass longer than this, and then refreshes
-# its counts this often; the MachineConfiguration carries the live counts (SPEC section 3).
-CO_PROGRESS_INTERVAL = 10.0
-
-
-class ProgressHoldOff:
-    """Whether a ClusterOperator status offered now is worth writing.
-
-    Settled states (and a change of Available, Degraded or Upgradeable) at once; while a pass
-    progresses, nothing for its first CO_PROGRESS_INTERVAL seconds (a short pass does not flap
-    Progressing, as the cluster-version operator's monitors expect) and then the counts every
-    CO_PROGRESS_INTERVAL seconds. A long pass thus writes the MachineConfiguration about once a
-    second and the ClusterOperator rarely, not both every second.
-    """
-
-    def __init__(self, clock: Clock = time.monotonic, interval: float = CO_PROGRESS_INTERVAL) -> None:
-        self._clock = clock
-        self.interval = interval
-        self._shape: tuple[tuple[str, str, str], ...] | None = None
-        self._offered_at = -math.inf
-        self._progress_since: float | None = None
-
-    def due(self, co: ClusterOperatorStatus) -> bool:
-        now = self._clock()
-        others = tuple((c.type, c.status, c.reason) for c in co.conditions if c.type != CO_PROGRESSING)
-        progressing = co.condition(CO_PROGRESSING)
-        if progressing is None or not progressing.is_true:
-            self._progress_since = None
-        elif self._progress_since is None:
-            self._progress_since = now
-        if self._progress_since is not None:
-            if self._shape is None:
-                self._shape = others  # the first report: a baseline to tell changes from
-            changed = others != self._shape
-            long_pass = now - self._progress_since >= self.interval
-            if not changed and not (long_pass and now - self._offered_at >= self.interval):
-                return False
-        self._shape, self._offered_at = others, now
-        return True
-
-
 class StatusWriter:
     """Writes the MachineConfiguration `cluster` status and our ClusterOperator, batched.
 
-    All the timing of status writes is here: at most one write per object per `min_interval`,
-    offers merged while one waits (the newest wins), nothing sent when nothing changed, and the
-    ClusterOperator's Progressing hold-off (`ProgressHoldOff`).
+    Offers are merged while one waits (the newest wins) and nothing is sent when nothing changed;
+    when a write may go is the status clock's (`StatusClock`: spacing, backoff, the ClusterOperator's
+    Progressing hold-off), shared with the status reconciler's mid-pass reports.
 
     Call `set_machineconfiguration` / `set_cluster_operator` (plain methods, they never block)
     as often as convenient, from inside the event loop; `flush()` (or `aclose()`) on shutdown.
@@ -326,8 +277,7 @@ class StatusWriter:
         custom_api: CustomObjectsApi | CustomObjectsApiLike,
         *,
         cluster_operator: str = DEFAULT_CLUSTER_OPERATOR,
-        min_interval: float = 1.0,
-        clock: Clock = time.monotonic,
+        clock: StatusClock | None = None,
         sleep: Sleep = asyncio.sleep,
         retry_attempts: int = 5,
     ) -> None:
@@ -338,18 +288,16 @@ class StatusWriter:
         self.writes = 0
         self.writes_by_object: dict[str, int] = {}
         self._mc_missing_logged = False
+        self.clock = clock = clock or StatusClock()
         self._mc = _Channel[_McDesired](
             f"machineconfiguration/{MACHINECONFIGURATION_NAME}",
             self._write_machineconfiguration,
-            interval=min_interval,
             clock=clock,
             sleep=sleep,
         )
-        self._co_hold = ProgressHoldOff(clock)
         self._co = _Channel[ClusterOperatorStatus](
             f"clusteroperator/{cluster_operator}",
             self._write_cluster_operator,
-            interval=min_interval,
             clock=clock,
             sleep=sleep,
         )
@@ -370,7 +318,7 @@ class StatusWriter:
     def set_cluster_operator(self, status: ClusterOperatorStatus) -> None:
         if not self.cluster_operator:
             return  # --cluster-operator "" disables it
-        if self._co_hold.due(status):
+        if self.clock.cluster_operator_due(status):
             self._co.offer(status, _co_key(status))
 
     def observe_machineconfiguration(self, obj: Mapping[str, Any]) -> None:

@@ -25,7 +25,7 @@ from ..vsphere.vcenter import VCenterError
 from .event_rules import EventSink, Notice, involved
 from .keys import machine_key, split_key
 from .kinds import SecretCheck, UpgradeGate
-from .state import MachineSetState, Outcomes
+from .state import MachineSetState
 from .store import InformerStore
 
 log = structlog.get_logger(__name__)
@@ -87,7 +87,8 @@ class FencedTemplateRefresh:
 
 
 def tell_template_sharers(
-    obj: Mapping[str, Any], state: MachineSetState, event: Notice, outcomes: Outcomes, store: InformerStore,
+    obj: Mapping[str, Any], state: MachineSetState, event: Notice, outcomes: Mapping[str, MachineSetState],
+    store: InformerStore,
     events: EventSink,
 ) -> None:
     """The other MachineSets that boot the replaced template get the Event too (they were not
@@ -96,7 +97,7 @@ def tell_template_sharers(
     if work is None or state.refreshed is None:
         return
     me = machine_key(obj)
-    for key, other in outcomes.states.items():
+    for key, other in outcomes.items():
         theirs = other.decision.template
         if key == me or theirs is None or theirs.placement.server != work.placement.server:
             continue

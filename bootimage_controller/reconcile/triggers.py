@@ -1,7 +1,7 @@
 """What makes a key worth reconciling: the informers' events, mapped to keys.
 
 - A machine object added, deleted, or changed where the planner reads it (`keys.relevant_view`):
-  its own key. A Machine API pool that changes sides also re-queues its CAPI mirror.
+  its own key (a deleted one's reconcile drops its outcome). A Machine API pool that changes sides also re-queues its CAPI mirror.
 - An infrastructure template changed: every CAPI key (their decisions read it).
 - A cluster-wide input changed (golden data, Infrastructure, Nodes, MachineConfiguration spec,
   the MCO's version or gates, the ClusterVersion's release or gate): the parsed inputs are dropped
@@ -28,17 +28,17 @@ from ..core.companion import McoPass
 from ..core.model import get_path
 from ..core.planner import authoritative_api
 from ..kube.informer import Informer, resource_version
-from .keys import CLAIMS_KEY, STATUS_KEY, machine_key, relevant_view, uid_of
+from .keys import CLAIMS_KEY, machine_key, relevant_view
 from .loop import KeySink
-from .state import Outcomes
+from .state import MachineSetState
 from .store import CAPI_HOLDER, MAPI_HOLDER, ClusterView, InformerStore
 
 Handler = Callable[..., None]
 
 
 class Triggers:
-    def __init__(self, store: InformerStore, cluster: ClusterView, outcomes: Outcomes, sink: KeySink,
-                 enqueue_all: Callable[[], None]) -> None:
+    def __init__(self, store: InformerStore, cluster: ClusterView, outcomes: Mapping[str, MachineSetState],
+                 sink: KeySink, enqueue_all: Callable[[], None]) -> None:
         self.store = store
         self.cluster = cluster
         self.outcomes = outcomes
@@ -78,8 +78,7 @@ class Triggers:
 
     def _machine_deleted(self, obj: dict[str, Any]) -> None:
         self._platform_evidence_changed()
-        self.outcomes.forget(machine_key(obj), uid_of(obj))
-        self.sink.add(STATUS_KEY)
+        self.sink.add(machine_key(obj))  # its reconcile finds it gone: its outcome is dropped
         self.sink.add(CLAIMS_KEY)
 
     def _platform_evidence_changed(self) -> None:
@@ -114,7 +113,7 @@ class Triggers:
         if old.get("spec") != new.get("spec"):
             self.cluster_changed()
         elif McoPass.from_machine_configuration(old) != McoPass.from_machine_configuration(new):
-            for key, state in list(self.outcomes.states.items()):
+            for key, state in list(self.outcomes.items()):
                 if state.decision.manager is Manager.MCO:
                     self.sink.add(key)
 

@@ -1,16 +1,19 @@
 """reconcile/loop.py: a key goes to the reconciler registered for its kind; what escapes is mapped
-to a result; a machine key asks for a status report; `KeyList` is `run --once`'s sink (issue 35)."""
+to a result; a machine key's outcome goes to the status reconciler (the one way back) and asks for a
+status report; `KeyList` is `run --once`'s sink (issue 35)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from bootimage_controller.constants import MACHINESET_KIND
+from bootimage_controller.constants import MACHINESET_KIND, Action, Reason
+from bootimage_controller.core.model import BootImageDecision
 from bootimage_controller.kube.api_errors import Forbidden, ServerError
 from bootimage_controller.kube.fence import NotLeader
 from bootimage_controller.kube.workqueue import DONE, ReconcileResult
 from bootimage_controller.reconcile.keys import CLAIMS_KEY, STATUS_KEY
 from bootimage_controller.reconcile.loop import KeyList, KeySink, Loop
+from bootimage_controller.reconcile.state import MachineOutcome, MachineSetState
 
 MS_KEY = f"{MACHINESET_KIND}/openshift-machine-api/worker-a"
 
@@ -21,6 +24,10 @@ class Status:
     def __init__(self) -> None:
         self.machine_keys = 0
         self.reconciled = 0
+        self.recorded: dict[str, MachineSetState | None] = {}
+
+    def record(self, key: str, state: MachineSetState | None) -> None:
+        self.recorded[key] = state
 
     async def reconcile(self, _key: str) -> ReconcileResult:
         self.reconciled += 1
@@ -42,7 +49,7 @@ def loop_with(sink: KeySink, machines: Any, claims: Any = None, objects: dict[st
               ) -> tuple[Loop, Status]:
     status = Status()
     loop = Loop(Store(objects or {}), status, sink)  # type: ignore[arg-type]
-    loop.register([MACHINESET_KIND], machines, machines=True)
+    loop.register_machines([MACHINESET_KIND], machines)
     if claims is not None:
         loop.register([CLAIMS_KEY], claims)
     return loop, status
@@ -51,21 +58,25 @@ def loop_with(sink: KeySink, machines: Any, claims: Any = None, objects: dict[st
 async def test_a_key_goes_to_its_kinds_reconciler_and_a_machine_key_asks_for_a_report() -> None:
     seen: list[str] = []
 
-    async def machines(key: str) -> ReconcileResult:
+    state = MachineSetState(BootImageDecision(MACHINESET_KIND, "openshift-machine-api", "worker-a", Action.NOOP,
+                                              Reason.UP_TO_DATE, "up to date"))
+
+    async def machines(key: str) -> MachineOutcome:
         seen.append(key)
-        return ReconcileResult(requeue_after=5.0)
+        return MachineOutcome(key, state, ReconcileResult(requeue_after=5.0))
 
     sink = KeyList()
     loop, status = loop_with(sink, machines)
     assert await loop.reconcile(MS_KEY) == ReconcileResult(requeue_after=5.0)
     assert seen == [MS_KEY]
+    assert status.recorded == {MS_KEY: state}  # the outcome goes back through the loop, nowhere else
     assert list(sink.keys) == [STATUS_KEY] and status.machine_keys == 1
     assert await loop.reconcile(STATUS_KEY) == DONE and status.reconciled == 1
     assert status.machine_keys == 1  # the status key is not a machine key
 
 
 async def test_an_unknown_kind_is_dropped() -> None:
-    async def machines(key: str) -> ReconcileResult:
+    async def machines(key: str) -> MachineOutcome:
         raise AssertionError("not a MachineSet key")
 
     loop, _ = loop_with(KeyList(), machines)
@@ -75,7 +86,7 @@ async def test_an_unknown_kind_is_dropped() -> None:
 async def test_an_api_refusal_that_escapes_is_a_transient_or_permanent_failure() -> None:
     errors = {"a": Forbidden("patch worker-a", 403, "Forbidden", "no"), "b": ServerError("patch worker-b", 500, "Internal", "boom")}
 
-    async def machines(key: str) -> ReconcileResult:
+    async def machines(key: str) -> MachineOutcome:
         raise errors[key.rsplit("/", 1)[1]]
 
     loop, _ = loop_with(KeyList(), machines)
@@ -86,7 +97,7 @@ async def test_an_api_refusal_that_escapes_is_a_transient_or_permanent_failure()
 
 
 async def test_not_the_leader_is_done_not_a_failure() -> None:
-    async def machines(_key: str) -> ReconcileResult:
+    async def machines(_key: str) -> MachineOutcome:
         raise NotLeader("the Lease is held by replica-b")
 
     loop, _ = loop_with(KeyList(), machines)
@@ -96,8 +107,8 @@ async def test_not_the_leader_is_done_not_a_failure() -> None:
 def test_enqueue_all_asks_for_every_machine_then_status_and_claims() -> None:
     objects = {MACHINESET_KIND: [{"kind": MACHINESET_KIND, "metadata": {"namespace": "ns", "name": n}} for n in "ab"]}
 
-    async def machines(_key: str) -> ReconcileResult:
-        return DONE
+    async def machines(key: str) -> MachineOutcome:
+        return MachineOutcome(key, None, DONE)
 
     sink = KeyList()
     loop, _ = loop_with(sink, machines, objects=objects)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import copy
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -25,7 +24,6 @@ from bootimage_controller.constants import (
     ANNOTATION_HOT_LOOP,
     CAPI_VERSIONS,
     CLAIM_FINALIZER,
-    CONDITION_PROGRESSING,
     EVENT_FAILED,
     EVENT_HOT_LOOP,
     HOT_LOOP_LIMIT,
@@ -34,7 +32,6 @@ from bootimage_controller.constants import (
 from bootimage_controller.core.claims import HotLoopRecord, owner_reference, target_fingerprint
 from bootimage_controller.core.model import MachineResource, Refusal
 from bootimage_controller.core.skew.verdict import SkewLimits
-from bootimage_controller.core.status import ClusterOperatorStatus, make_condition
 from bootimage_controller.kube.api_errors import Invalid, conflict
 from bootimage_controller.kube.fence import NotLeader
 from bootimage_controller.reconcile import assembly as assembly_module
@@ -42,7 +39,6 @@ from bootimage_controller.reconcile import reporting
 from bootimage_controller.reconcile.assembly import Hooks, ReconcileOptions, Reconcilers, Writers, assemble
 from bootimage_controller.reconcile.claim_reconciler import ClaimGate, release_all_claims
 from bootimage_controller.reconcile.keys import CLAIMS_KEY
-from bootimage_controller.reconcile.status_writer import CO_PROGRESS_INTERVAL, ProgressHoldOff
 from bootimage_controller.reconcile.store import InformerStore, build_informers
 from bootimage_controller.reconcile.writer import Holder
 
@@ -133,7 +129,7 @@ class Harness:
     def __init__(self, parts: Reconcilers, events: FakeEvents) -> None:
         self.parts = parts
         self.events = events
-        self.states = parts.outcomes.states
+        self.states = parts.status.outcomes
         self.informers = parts.store.informers
 
     async def reconcile(self, key: str) -> Any:
@@ -359,6 +355,40 @@ async def test_leaving_enrollment_releases_the_claim_after_a_conflict(api: ApiCl
     assert CLAIMS_KEY in queued
 
 
+async def test_a_refused_release_is_the_keys_outcome_not_an_escaped_error(api: ApiClient) -> None:
+    """One way back (issue 35): a refusal on the way (here, releasing the claim) comes back as the
+    key's outcome, reported and waiting for a change, like a refused patch."""
+    claimed = machineset(
+        owner_references=[owner_reference("holder-uid")], annotations={ANNOTATION_BOOT_IMAGE_UPDATES: "Disabled"}
+    )
+    ctl, writer, _ = make_controller(api, claimed)
+    writer.release_results = [Invalid("release MachineSet ms", 422, "Invalid", "metadata.ownerReferences: bad")]
+    result = await ctl.reconcile(KEY)
+    assert result.permanent and result.reason == Reason.PATCH_FAILED
+    state = ctl.states[KEY]
+    assert state.error_reason is Reason.PATCH_FAILED and state.permanent
+    assert state.error is not None and "release MachineSet ms" in state.error and "ownerReferences" in state.error
+    reporter = reporting.PassReporter(None, SkewLimits())
+    reporter(ctl.view())
+    assert reporter.summary.degraded
+
+
+async def test_a_deleted_machineset_leaves_no_outcome_and_no_counts(api: ApiClient) -> None:
+    ctl, _, _ = make_controller(api, machineset())
+    await ctl.reconcile(KEY)
+    assert ctl.states[KEY].patched and ctl.parts.machines.memory.hot_loops
+    fill(ctl, "MachineSet")  # deleted: the informer no longer has it
+    await ctl.reconcile(KEY)
+    assert KEY not in ctl.states
+    memory = ctl.parts.machines.memory
+    assert not memory.hot_loops and not memory.superseded and KEY not in memory.uids
+    # Created again under the same name (a new uid): planned afresh, its first write counted as one.
+    fill(ctl, "MachineSet", {**machineset(), "metadata": {**machineset()["metadata"], "uid": "uid-again"}})
+    await ctl.reconcile(KEY)
+    assert ctl.states[KEY].patched and set(memory.hot_loops) == {"uid-again"}
+    assert memory.hot_loops["uid-again"].count == 1
+
+
 async def test_leaving_enrollment_keeps_the_claim_when_the_fresh_object_is_enrolled_again(api: ApiClient) -> None:
     claimed = machineset(owner_references=[owner_reference("holder-uid")])
     opted_out = copy.deepcopy(claimed)
@@ -461,36 +491,6 @@ async def test_mid_pass_counts_cover_the_whole_fleet(api: ApiClient) -> None:
     reporter(ctl.view())
     assert reporter.summary.machinesets.total == 3 and reporter.summary.pending == 2
     assert reporter.summary.progress_message().startswith("Reconciled 1 of 3 MAPI MachineSets")
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def co(progressing: bool, degraded: bool = False) -> ClusterOperatorStatus:
-    now = datetime(2026, 1, 1, tzinfo=UTC)
-    prog = make_condition(CONDITION_PROGRESSING, "True" if progressing else "False", "Reconciling", "n of m", now, None)
-    deg = make_condition("BootImageUpdateDegraded", "True" if degraded else "False", "AsExpected", "", now, None)
-    return ClusterOperatorStatus.build(synced=True, progressing=prog, degraded=deg, verdict=None, now=now)
-
-
-def test_the_cluster_operator_follows_state_changes_at_once_and_counts_only_on_long_passes() -> None:
-    clock = Clock()
-    hold = ProgressHoldOff(clock)
-    assert hold.due(co(progressing=False))  # settled: always handed over (the writer dedups)
-    assert not hold.due(co(progressing=True))  # a pass starts: no Progressing flap yet
-    clock.now += 5
-    assert not hold.due(co(progressing=True))
-    assert hold.due(co(progressing=True, degraded=True))  # Degraded: at once
-    clock.now += CO_PROGRESS_INTERVAL
-    assert hold.due(co(progressing=True, degraded=True))  # a long pass: counts refreshed
-    clock.now += 1
-    assert not hold.due(co(progressing=True, degraded=True))
-    assert hold.due(co(progressing=False))  # the end of the pass
 
 
 async def test_a_refusal_for_good_waits_for_a_change_and_a_busy_server_is_retried(api: ApiClient) -> None:

@@ -22,6 +22,7 @@ from bootimage_controller.constants import (
     MACHINECONFIGURATION_PLURAL,
 )
 from bootimage_controller.core.status import ClusterOperatorStatus, Condition
+from bootimage_controller.reconcile.status_clock import StatusClock
 from bootimage_controller.reconcile.status_writer import StatusWriter
 
 from .fakes import FakeClock, FakeCustomObjects, api_error, settle
@@ -72,7 +73,7 @@ def api() -> FakeCustomObjects:
 
 @pytest.fixture
 def writer(api: FakeCustomObjects, clock: FakeClock) -> StatusWriter:
-    return StatusWriter(api, cluster_operator="", clock=clock, sleep=clock.sleep)
+    return StatusWriter(api, cluster_operator="", clock=StatusClock(clock), sleep=clock.sleep)
 
 
 async def test_a_burst_of_updates_is_coalesced_and_the_last_state_wins(
@@ -145,7 +146,7 @@ async def test_identical_states_write_nothing(
 
 async def test_state_already_in_the_cluster_is_not_written(api: FakeCustomObjects, clock: FakeClock) -> None:
     api.put(*MC, {"status": {"conditions": [FOREIGN, *(c.to_dict() for c in conditions(4))]}})
-    writer = StatusWriter(api, cluster_operator="", clock=clock, sleep=clock.sleep)
+    writer = StatusWriter(api, cluster_operator="", clock=StatusClock(clock), sleep=clock.sleep)
     writer.set_machineconfiguration(conditions(4, ltt="2026-02-02T00:00:00Z"), None)
     await writer.flush()
     assert api.patches == []
@@ -242,7 +243,7 @@ async def test_a_failed_write_is_retried_after_a_backoff(
 
 async def test_missing_machineconfiguration_is_not_a_failure(clock: FakeClock) -> None:
     api = FakeCustomObjects()
-    writer = StatusWriter(api, cluster_operator="", clock=clock, sleep=clock.sleep)
+    writer = StatusWriter(api, cluster_operator="", clock=StatusClock(clock), sleep=clock.sleep)
     with structlog.testing.capture_logs() as logs:
         for _ in range(3):
             writer.set_machineconfiguration(conditions(1), None)
@@ -285,7 +286,7 @@ def co(available: bool, version: str = "0.1.0") -> ClusterOperatorStatus:
 
 
 async def test_cluster_operator_is_created_then_updated(api: FakeCustomObjects, clock: FakeClock) -> None:
-    writer = StatusWriter(api, clock=clock, sleep=clock.sleep)
+    writer = StatusWriter(api, clock=StatusClock(clock), sleep=clock.sleep)
     assert writer.cluster_operator == DEFAULT_CLUSTER_OPERATOR
     writer.set_cluster_operator(co(False))
     await clock.advance(1)
@@ -305,7 +306,7 @@ async def test_cluster_operator_is_created_then_updated(api: FakeCustomObjects, 
 
 
 async def test_empty_cluster_operator_name_disables_it(api: FakeCustomObjects, clock: FakeClock) -> None:
-    writer = StatusWriter(api, cluster_operator="", clock=clock, sleep=clock.sleep)
+    writer = StatusWriter(api, cluster_operator="", clock=StatusClock(clock), sleep=clock.sleep)
     writer.set_cluster_operator(co(True))
     await writer.flush()
     assert api.creates == [] and api.gets == 0 and writer.writes == 0
@@ -344,7 +345,7 @@ async def test_skew_status_given_as_a_merge_patch_converges(
     for _ in range(5):
         writer.set_machineconfiguration(conditions(1), {**manual, "automatic": None})
         await clock.advance(1)
-    fresh = StatusWriter(api, cluster_operator="", clock=clock, sleep=clock.sleep)  # after a restart
+    fresh = StatusWriter(api, cluster_operator="", clock=StatusClock(clock), sleep=clock.sleep)  # after a restart
     fresh.set_machineconfiguration(conditions(1), {**manual, "automatic": None})
     await fresh.flush()
     assert len(api.patches) == patches
