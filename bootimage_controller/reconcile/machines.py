@@ -258,7 +258,11 @@ class MachineReconciler:
                 # sent, the first one included (a crash between the two over-counts by one,
                 # never under-counts). With it, the counts of every other write the pass is about
                 # to make: one holder write for a fleet-wide pass, not one per MachineSet.
-                ahead = self._counts_ahead(key, resource.uid)
+                # A count another worker's holder write already carries (in flight) is kept with
+                # ours without planning the fleet again: the pass's first workers all arrive here
+                # before the first holder write is answered.
+                ahead = {} if memory.counting.get(resource.uid) == entry else self._counts_ahead(key, resource.uid)
+                memory.counting.update(ahead)
                 try:
                     await scope.ledger.keep({hot_loop_key(uid): e.to_data() for uid, e in
                                              [(resource.uid, entry), *ahead.items()]})
@@ -266,6 +270,9 @@ class MachineReconciler:
                     # Refused or cut off: this MachineSet's outcome. `NotLeader` and the like go
                     # up as a refused patch would (the loop writes nothing more and says why).
                     return self._not_counted(decision, exc)
+                finally:
+                    for uid in ahead:
+                        memory.counting.pop(uid, None)
                 # Counted, not yet written: their own reconcile finds the count there and reuses it.
                 memory.unsent.update(ahead)
             annotations = record_annotations(decision, hot, now_utc())
@@ -310,7 +317,7 @@ class MachineReconciler:
         ahead: dict[str, LedgerEntry] = {}
         for other in self.c.store.list(kind_name):
             other_uid = uid_of(other)
-            if other_uid == uid or not other_uid:
+            if other_uid == uid or not other_uid or other_uid in memory.counting:
                 continue
             decision = plan_object(other, self.c.store, ctx, ctx.facts)
             if decision.action is not Action.PATCH or decision.manager is not Manager.OURS:

@@ -93,6 +93,8 @@ class WriteMemory:
     hot_loops: dict[str, HotLoopRecord] = field(default_factory=dict)
     # uid -> the holder's count of a write the API server then refused: not counted twice.
     unsent: dict[str, LedgerEntry] = field(default_factory=dict)
+    # uid -> a count counted ahead in a holder write not answered yet.
+    counting: dict[str, LedgerEntry] = field(default_factory=dict)
     outages: dict[str, int] = field(default_factory=dict)  # key -> transient decisions in a row
     uids: dict[str, str] = field(default_factory=dict)  # key -> the uid last seen under it
 

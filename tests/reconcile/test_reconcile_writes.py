@@ -68,6 +68,8 @@ class FakeWriter:
         self.in_patch = asyncio.Event()
         self.finish_patch = asyncio.Event()
         self.finish_patch.set()
+        self.keep_answered = asyncio.Event()  # a holder write is answered when this is set
+        self.keep_answered.set()
 
     async def ensure_holder(self) -> Holder:
         self.calls.append(("ensure_holder", ""))
@@ -93,6 +95,7 @@ class FakeWriter:
 
     async def keep_hot_loop(self, entries: Any) -> None:
         self.calls.append(("keep_hot_loop", ",".join(f"{v}" for v in entries.values())))
+        await self.keep_answered.wait()
         refusal = self.keep_results.pop(0) if self.keep_results else None
         if refusal is not None:
             raise refusal
@@ -282,6 +285,27 @@ async def test_a_fleet_wide_pass_counts_every_write_ahead_in_one_holder_write(ap
     kept = [value for name, value in writer.calls if name == "keep_hot_loop"]
     assert len(kept) == 1 and len(kept[0].split(",")) == 20
     assert len([c for c in writer.calls if c[0] == "patch"]) == 20
+    assert all(ctl.states[f"MachineSet/openshift-machine-api/{n}"].patched for n in names)
+
+
+async def test_workers_that_arrive_while_the_counts_are_being_kept_do_not_plan_the_fleet_again(api: ApiClient) -> None:
+    """The pass's first workers all reach the holder write before the first one is answered: the
+    counts already in flight are not planned and sent again (4 workers planned 5,000
+    MachineSets 4 times)."""
+    names = [f"ms-{i}" for i in range(20)]
+    ctl, writer, _ = make_controller(api, *(machineset(n) for n in names))
+    writer.keep_answered.clear()
+    first = [asyncio.ensure_future(ctl.reconcile(f"MachineSet/openshift-machine-api/{n}")) for n in names[:4]]
+    for _ in range(50):
+        await asyncio.sleep(0)
+    assert len([c for c in writer.calls if c[0] == "keep_hot_loop"]) == 1  # the first write is in flight
+    writer.keep_answered.set()
+    await asyncio.gather(*first)
+    for n in names[4:]:
+        await ctl.reconcile(f"MachineSet/openshift-machine-api/{n}")
+    kept = [value.split(",") for name, value in writer.calls if name == "keep_hot_loop"]
+    assert len(kept[0]) == 20  # the first write carries the pass
+    assert sum(len(k) for k in kept[1:]) <= 3  # the 3 others: their own count at most, not 19 more each
     assert all(ctl.states[f"MachineSet/openshift-machine-api/{n}"].patched for n in names)
 
 
