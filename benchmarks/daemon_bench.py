@@ -471,7 +471,8 @@ class Daemon:
     peak_hwm_kb: int = 0
 
     @classmethod
-    def launch(cls, cluster: TestCluster, workdir: Path, name: str, *extra: str, profile: Path | None = None) -> Daemon:
+    def launch(cls, cluster: TestCluster, workdir: Path, name: str, *extra: str, profile: Path | None = None,
+               env: Mapping[str, str] | None = None) -> Daemon:
         dump = workdir / f"{name}-metrics.json"
         port = free_port()
         argv = [
@@ -479,12 +480,12 @@ class Daemon:
             "run", "--kubeconfig", str(cluster.kubeconfig), "--log-format", "json",
             "--health-addr", f"127.0.0.1:{port}", "--metrics-addr", f"127.0.0.1:{port}", *extra,
         ]
-        env = {**os.environ, "POD_NAME": f"bench-{name}", "POD_NAMESPACE": MCO_NAMESPACE}
+        child_env = {**os.environ, "POD_NAME": f"bench-{name}", "POD_NAMESPACE": MCO_NAMESPACE, **(env or {})}
         if profile is not None:
-            env[PROFILE_ENV] = str(profile)
+            child_env[PROFILE_ENV] = str(profile)
         log = (workdir / f"{name}.log").open("wb")
         started = time.time()
-        proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
+        proc = subprocess.Popen(argv, env=child_env, stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
         log.close()
         return cls(proc, dump, started, port)
 

@@ -5,7 +5,9 @@
 A subprocess keeps the daemon's memory (peak RSS) apart from the benchmark's own, and the dump
 gives the daemon's own `bootimage_controller_*` counters even after `run --once` has exited.
 With `BOOTIMAGE_BENCH_PROFILE=FILE` in the environment the command runs under cProfile and the
-statistics go to FILE (pstats format). `OUT.json` gets `{"main_started": <epoch s>, "main_finished": <epoch s>, "exit": code,
+statistics go to FILE (pstats format). With `BOOTIMAGE_BENCH_HEAP=FILE` it runs under tracemalloc,
+and when `FILE.request` appears (the benchmark creates it once the fleet has converged) the live
+Python heap, grouped by source file, goes to FILE as JSON (`heap_profile.py` prints it). `OUT.json` gets `{"main_started": <epoch s>, "main_finished": <epoch s>, "exit": code,
 "vmhwm_kb": <peak RSS>, "cpu_seconds": <user + system CPU>, "samples": [{"name", "labels", "value"}, ...]}`; `OUT.json.started` is written as soon as the
 command starts (after the imports), so the parent can tell interpreter start-up apart.
 """
@@ -17,12 +19,15 @@ import json
 import os
 import resource
 import sys
+import threading
 import time
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 PROFILE_ENV = "BOOTIMAGE_BENCH_PROFILE"
+HEAP_ENV = "BOOTIMAGE_BENCH_HEAP"
 sys.path.insert(0, str(REPO))
 
 from bootimage_controller import observability  # noqa: E402
@@ -37,6 +42,27 @@ def own_peak_rss_kb() -> int:
         if line.startswith("VmHWM:"):
             return int(line.split()[1])
     return 0
+
+
+def own_rss_kb() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+def heap_snapshot_on_request(to: Path) -> None:
+    """Wait for `to.request`, then write the live heap by source file (in a thread: the daemon's
+    event loop runs on)."""
+    request = to.with_name(to.name + ".request")
+    while not request.exists():
+        time.sleep(0.2)
+    snapshot = tracemalloc.take_snapshot()
+    stats = snapshot.statistics("filename")
+    current, peak = tracemalloc.get_traced_memory()
+    rows = [{"file": str(s.traceback[0].filename), "bytes": s.size, "blocks": s.count} for s in stats[:40]]
+    to.write_text(json.dumps({"traced_bytes": current, "traced_peak_bytes": peak, "rss_kb": own_rss_kb(),
+                              "total_bytes": sum(s.size for s in stats), "rows": rows}))
 
 
 def _cpu_seconds() -> float:
@@ -54,7 +80,11 @@ def samples() -> list[dict[str, Any]]:
 
 def run(out: Path, argv: list[str]) -> int:
     started = time.time()
-    out.with_name(out.name + ".started").write_text(json.dumps({"main_started": started}))
+    out.with_name(out.name + ".started").write_text(json.dumps({"main_started": started, "rss_kb": own_rss_kb()}))
+    heap_to = os.environ.get(HEAP_ENV)
+    if heap_to:
+        tracemalloc.start()
+        threading.Thread(target=heap_snapshot_on_request, args=(Path(heap_to),), daemon=True).start()
     code = 1
     profile_to = os.environ.get(PROFILE_ENV)
     profiler = cProfile.Profile() if profile_to else None
