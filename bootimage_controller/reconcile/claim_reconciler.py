@@ -181,9 +181,11 @@ async def release_all_claims(writer: MachineSetWriter, list_machines: Listing, a
     for _ in range(attempts):
         claimed = [m for m in await list_machines() if is_claimed(m)]
         if not claimed:
-            if await writer.remove_holder_finalizer():
-                return True
-            continue
+            try:
+                await writer.remove_holder_finalizer()
+            except Conflict:
+                continue  # the holder changed meanwhile: list again
+            return True
         for obj in claimed:
             try:
                 await writer.release(obj)

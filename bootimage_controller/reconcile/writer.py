@@ -163,17 +163,18 @@ class MachineSetWriter:
             what="patch claim holder hot-loop counts",
         )
 
-    async def remove_holder_finalizer(self) -> bool:
-        """Drop our finalizer (the caller has checked no MachineSet refers to the holder). False
-        when the holder changed meanwhile: list again and call again."""
+    async def remove_holder_finalizer(self) -> None:
+        """Drop our finalizer (the caller has checked no MachineSet refers to the holder). Raises
+        `Conflict` when the holder changed meanwhile (list again and call again), as every write
+        here does; a holder already gone or without it is done."""
         try:
             cm = await api_call(lambda: self.core.read_namespaced_config_map(CLAIM_HOLDER_NAME, self.holder_namespace),
                                 what="get claim holder")
         except NotFound:
-            return True
+            return
         finalizers = list(cm.metadata.finalizers or [])
         if CLAIM_FINALIZER not in finalizers:
-            return True
+            return
         finalizers.remove(CLAIM_FINALIZER)
         ops: JsonPatch = [
             {"op": "test", "path": "/metadata/resourceVersion", "value": cm.metadata.resource_version},
@@ -182,11 +183,8 @@ class MachineSetWriter:
         try:
             await self._patch_holder(ops)
         except NotFound:
-            return True
-        except Conflict:
-            return False
+            return
         log.info("claim holder finalizer removed", name=CLAIM_HOLDER_NAME)
-        return True
 
     # ---- MachineSets --------------------------------------------------------------------------
     async def patch_boot_image(

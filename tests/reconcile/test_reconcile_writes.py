@@ -100,9 +100,8 @@ class FakeWriter:
         if refusal is not None:
             raise refusal
 
-    async def remove_holder_finalizer(self) -> bool:
+    async def remove_holder_finalizer(self) -> None:
         self.calls.append(("remove_finalizer", ""))
-        return True
 
 
 class FakeEvents:
