@@ -187,6 +187,8 @@ def as_written(state: MachineSetState, obj: Mapping[str, Any] | None) -> Mapping
     if not state.patched or obj is None or not release:
         return obj
     meta = obj.get("metadata") or {}
+    if (meta.get("annotations") or {}).get(ANNOTATION_RELEASE) == release:
+        return obj  # the watch brought our write back: no copy (5,000 of them were 4 MiB a report)
     annotations = {**(meta.get("annotations") or {}), ANNOTATION_RELEASE: release}
     return {**obj, "metadata": {**meta, "annotations": annotations}}
 

@@ -384,3 +384,5 @@ def test_the_final_report_judges_a_just_patched_machineset_by_what_was_written()
     assert seen is not None and seen["metadata"]["annotations"] == {"other": "kept", ANNOTATION_RELEASE: "9.6.20251212-1"}
     assert cached["metadata"]["annotations"] == {"other": "kept"}  # the cache's object is not changed
     assert as_written(MachineSetState(d), cached) is cached  # not written: as the cache has it
+    # The watch has brought the write back: the cached object itself, not a copy per report.
+    assert as_written(MachineSetState(d, patched=True), seen) is seen
