@@ -34,7 +34,7 @@ from .. import __version__
 from ..constants import MCO_NAMESPACE
 from ..observability import API_REQUESTS
 from .fence import WriteFence, check_write
-from .kubeconfig import default_kubeconfig
+from .kubeconfig import default_kubeconfig, missing_kubeconfig
 from .retry import TokenBucket
 
 log = structlog.get_logger(__name__)
@@ -212,14 +212,13 @@ async def load_configuration(kubeconfig: str | None, context: str | None = None)
         except (kconfig.ConfigException, OSError, ValueError) as exc:
             raise ClientConfigError(f"in-cluster configuration: {exc}") from None
         return cfg
+    problem = missing_kubeconfig()  # the words `plan` and `fleet` use too, before any client import
+    if problem is not None:
+        raise ClientConfigError(problem)
     env = os.environ.get("KUBECONFIG", "").split(os.pathsep)[0]
     default = default_kubeconfig()
-    if env or default.exists():
-        await _load_file(default, f"KUBECONFIG {env}" if env else f"kubeconfig {default}", cfg, context)
-        return cfg
-    raise ClientConfigError(
-        "no Kubernetes configuration: pass --kubeconfig, set KUBECONFIG, or run in a cluster"
-    )
+    await _load_file(default, f"KUBECONFIG {env}" if env else f"kubeconfig {default}", cfg, context)
+    return cfg
 
 
 async def _load_file(path: Path, named: str, cfg: Any, context: str | None = None) -> None:

@@ -202,7 +202,8 @@ async def test_without_kubeconfig_or_cluster_the_error_says_what_to_do(
 async def test_a_kubeconfig_variable_naming_no_file_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "nope"))
-    with pytest.raises(ClientConfigError, match=r"^KUBECONFIG .*nope: no such file$"):
+    # The same words as `plan --from-cluster` and `fleet` (kube/kubeconfig.missing_kubeconfig).
+    with pytest.raises(ClientConfigError, match=r"^\$KUBECONFIG names .*nope, and no such file exists$"):
         await load_configuration(None)
 
 
