@@ -17,10 +17,9 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from ..errors import VersionError
 from .fleet import ClusterRow, PoolRow
 from .index import PublishedImageIndex
-from .skew.versions import parse_rhcos_version
+from .skew.record import ReleaseKind, release_kind
 
 SECONDS_PER_DAY = 86400
 
@@ -116,11 +115,10 @@ def _skew(upgradeable: bool, none: bool, images: Iterable[Sample]) -> dict[str, 
 
 
 def _cluster_image(labels: Mapping[str, str]) -> dict[str, str | None]:
-    release = labels.get("release", "")
-    try:
-        parse_rhcos_version(release)
-        rhcos: str | None = release
-    except VersionError:
-        rhcos = None
-    return {"rhcosVersion": rhcos, "ocpVersion": None if rhcos else release or None,
+    """`clusterBootImage` as `BootImageRelease.to_json` writes it, from the metric's labels (whose
+    source is kept as the label says, known or not)."""
+    release = labels.get("release") or None
+    kind = release_kind(release) if release else None
+    return {"rhcosVersion": release if kind is ReleaseKind.RHCOS else None,
+            "ocpVersion": release if kind is ReleaseKind.OCP else None,
             "source": labels.get("source") or None}

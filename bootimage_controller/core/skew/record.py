@@ -205,6 +205,11 @@ def _release_source(value: str | None) -> ReleaseSource | None:
         return None
 
 
+def release_kind(value: str) -> ReleaseKind:
+    """An RHCOS build id, or else (as the cluster boot image metric carries either) an OCP version."""
+    return ReleaseKind.RHCOS if _is_rhcos(value) else ReleaseKind.OCP
+
+
 def _is_rhcos(value: str) -> bool:
     # Every status report asks this of every MachineSet's record, and a fleet has few distinct
     # values: cache the short ones (an annotation can hold 256 KiB; the cache must not).
