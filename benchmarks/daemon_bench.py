@@ -27,7 +27,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -40,7 +39,7 @@ from typing import Any, Final
 
 import aiohttp
 from daemon_child import PROFILE_ENV
-from harness.cluster import TestCluster, start_test_cluster
+from harness.cluster import TestCluster, free_port, start_test_cluster
 from harness.objects import (
     apply,
     bootimages_configmap,
@@ -443,13 +442,6 @@ async def run_go_baseline(
 
 
 # ---- daemon subprocesses ---------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def memory_kb(pid: int, key: str = "VmHWM") -> int:

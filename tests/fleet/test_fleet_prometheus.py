@@ -27,6 +27,7 @@ from typing import Any
 
 import pytest
 import yaml
+from harness.cluster import free_port
 from harness.tools import tool
 from prometheus_client import CollectorRegistry, Gauge, Info, generate_latest
 
@@ -99,12 +100,6 @@ class Targets:
         return f"127.0.0.1:{self.server.server_address[1]}"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def query(url: str, promql: str) -> list[dict[str, Any]]:
     with urllib.request.urlopen(f"{url}/api/v1/query?{urllib.parse.urlencode({'query': promql})}", timeout=10) as r:
         result: list[dict[str, Any]] = json.load(r)["data"]["result"]
@@ -132,7 +127,11 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, list[
     targets = Targets({tree.name: exposition(tree, now) for tree in trees} | {"stale-cluster": exposition(trees[0], now)})
     static = [{"targets": [targets.address], "labels": {"cluster": name, "__metrics_path__": f"/{name}/metrics"}}
               for name in targets.bodies]
-    static.append({"targets": [f"127.0.0.1:{free_port()}"], "labels": {"cluster": "down-cluster"}})
+    # A port bound and never listened on: refused for as long as the fleet lives, and no other test
+    # (in this worker or the other) can start a server there and bring the "down" cluster up.
+    down = socket.socket()
+    down.bind(("127.0.0.1", 0))
+    static.append({"targets": [f"127.0.0.1:{down.getsockname()[1]}"], "labels": {"cluster": "down-cluster"}})
     config = work / "prometheus.yml"
     config.write_text(yaml.safe_dump({"global": {"scrape_interval": "1s", "scrape_timeout": "1s"},
                                       "scrape_configs": [{"job_name": JOB, "static_configs": static}]}))
@@ -152,6 +151,7 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, list[
         proc.terminate()
         proc.wait(timeout=30)
         targets.server.shutdown()
+        down.close()
         log.close()
 
 

@@ -274,7 +274,7 @@ def _start_once(
     tokens = {user: secrets.token_hex(16) for user in TOKEN_USERS}
     _write_tokens_file(workdir / "tokens.csv", tokens)
     _write_service_account_key(certs / "sa.key")
-    etcd_port, peer_port, api_port = _free_ports(3)
+    etcd_port, peer_port, api_port = free_ports(3)
     server = f"https://127.0.0.1:{api_port}"
     ca_file = certs / "apiserver.crt"
     kubeconfig = workdir / "kubeconfig"
@@ -370,7 +370,12 @@ def _log_tail(path: Path, lines: int = 25) -> str:
         return "(no log)"
 
 
-def _free_ports(count: int) -> list[int]:
+def free_port() -> int:
+    """A free loopback port (for a server a test or benchmark starts)."""
+    return free_ports(1)[0]
+
+
+def free_ports(count: int) -> list[int]:
     """Distinct free loopback ports: all sockets stay bound until every port is chosen."""
     with contextlib.ExitStack() as stack:
         socks = [stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) for _ in range(count)]

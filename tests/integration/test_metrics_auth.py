@@ -7,26 +7,19 @@ to `get /metrics` (SubjectAccessReview), as kube-rbac-proxy does; probes stay pl
 from __future__ import annotations
 
 import asyncio
-import socket
 import ssl
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
-from harness.cluster import TestCluster
+from harness.cluster import TestCluster, free_port
 from harness.objects import apply
 from tls_certs import write_serving_cert
 
 from .daemon_helpers import daemon_task
 
 pytestmark = pytest.mark.integration
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def get(url: str, token: str | None, cafile: Path) -> tuple[int, str]:
