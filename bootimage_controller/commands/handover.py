@@ -18,17 +18,18 @@ import argparse
 import asyncio
 import copy
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from kubernetes_asyncio.client import CoreV1Api, CustomObjectsApi
 
 from ..constants import ANNOTATION_BOOT_IMAGE_MANAGER, CLAIM_HOLDER_NAME, MACHINESET_KIND, Action, Manager
 from ..core.claims import JsonPatch, boot_image_patch, pointer, release_patch
-from ..core.companion import ClaimHold, claim_hold_warning
+from ..core.companion import ClaimHold, MachineSetAfter, boot_images_after, claim_hold_warning
+from ..core.model import BootImageDecision
 from ..core.planner import plan_machine
 from ..core.skew.policy import install_version_from_cluster_version
-from ..core.skew.record import BootImageRelease, ReleaseSource
+from ..core.skew.record import ReleaseSource, min_aleph
 from ..core.skew.verdict import SkewLimits
 from ..kube.api_errors import ApiError, NotFound
 from ..kube.client import make_api_client
@@ -155,6 +156,8 @@ async def _hold_warnings(args: argparse.Namespace) -> dict[str, ClaimHold] | Non
     cv = prepared.inputs.cluster_version
     mc = prepared.inputs.machine_configuration
     ctx = prepared.context
+    install = install_version_from_cluster_version(cv.obj if cv is not None else None)
+    aleph = min_aleph((n.obj.get("metadata") or {}).get("annotations") or {} for n in prepared.inputs.nodes)
     limits = SkewLimits.from_flags(args.ocp_skew_limit, args.rhel_skew_limit, ocp_flag="--ocp-skew-limit",
                                    rhel_flag="--rhel-skew-limit")
     out: dict[str, ClaimHold] = {}
@@ -165,31 +168,21 @@ async def _hold_warnings(args: argparse.Namespace) -> dict[str, ClaimHold] | Non
         handed = copy.deepcopy(dict(obj))
         handed.setdefault("metadata", {}).setdefault("annotations", {})[ANNOTATION_BOOT_IMAGE_MANAGER] = str(Manager.OURS)
         decision = plan_machine(handed, ctx.golden, ctx.facts, ctx.enrollment)
-        others = [d for d in decisions if (d.namespace, d.name) != (args.namespace, name)]
-        hold = claim_hold_warning(decision, ctx.facts.managers.mco, mc.obj if mc is not None else None,
-                                  install_version_from_cluster_version(cv.obj if cv is not None else None),
-                                  _boot_images_after([decision, *others]), limits)
+        after = [_after(decision, handed)]
+        after += [_after(d, machines.get((d.namespace, d.name))) for d in decisions
+                  if (d.namespace, d.name) != (args.namespace, name)]
+        hold = claim_hold_warning(decision, ctx.facts.managers.mco, mc.obj if mc is not None else None, install,
+                                  boot_images_after(after, aleph, install), limits)
         if hold is not None:
             out[name] = hold
     return out
 
 
-def _boot_images_after(decisions: Sequence[Any]) -> list[BootImageRelease]:
-    """Every MachineSet's boot image once the next writes are made: the target where it is patched."""
-    out = []
-    for d in decisions:
-        if d.action is Action.PATCH and d.target_release:
-            out.append(BootImageRelease.rhcos(d.target_release, ReleaseSource.GOLDEN_DATA))
-        elif d.current_release:
-            out.append(BootImageRelease.rhcos(d.current_release, _source(d.current_release_source)))
-    return out
-
-
-def _source(value: str | None) -> ReleaseSource:
-    try:
-        return ReleaseSource(value or "")
-    except ValueError:
-        return ReleaseSource.GOLDEN_DATA
+def _after(decision: BootImageDecision, obj: Mapping[str, Any] | None) -> MachineSetAfter:
+    """A MachineSet as it will be once the next writes are made: at its target where it is patched."""
+    annotations = ((obj or {}).get("metadata") or {}).get("annotations") or {}
+    written = ReleaseSource.GOLDEN_DATA if decision.action is Action.PATCH else None
+    return MachineSetAfter(decision, annotations, written)
 
 
 __all__ = ["hand_back", "hand_back_ops", "hand_over", "hand_over_ops"]

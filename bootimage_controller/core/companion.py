@@ -32,7 +32,13 @@ from .claims import change_ops
 from .manager import MachineConfigOperator
 from .model import BootImageDecision, get_path, is_mapping
 from .skew.policy import ManualMode, ManualSkew
-from .skew.record import BootImageRelease, ReleaseKind, pick_cluster_boot_image
+from .skew.record import (
+    BootImageRelease,
+    ReleaseKind,
+    ReleaseSource,
+    machineset_boot_image,
+    pick_cluster_boot_image,
+)
 from .skew.verdict import SkewLimits, below_limit
 from .skew.versions import OcpVersion
 
@@ -175,6 +181,35 @@ def mco_skew_mode(mc: Mapping[str, Any] | None) -> str | None:
         return status
     spec = get_path(mc, ("spec", "bootImageSkewEnforcement", "mode"))
     return spec if isinstance(spec, str) and spec else SkewMode.AUTOMATIC
+
+
+@dataclass(frozen=True, slots=True)
+class MachineSetAfter:
+    """One MachineSet as `boot_images_after` judges it: its decision, its annotations (our record),
+    and where it will boot its target once the writes now due are made, the source to name for it
+    (None: it keeps what it boots now)."""
+
+    decision: BootImageDecision
+    annotations: Mapping[str, str]
+    written: ReleaseSource | None = None
+
+
+def boot_images_after(machines: Iterable[MachineSetAfter], aleph_min: str | None,
+                      install: OcpVersion | None) -> list[BootImageRelease]:
+    """Every MachineSet's boot image once the writes now due are made, for `claim_hold_warning`:
+    the target where it is written, else the best evidence of what it boots (SPEC section 5,
+    `machineset_boot_image`: our record, the planner's current image, aleph, the install version).
+    The daemon (before a claim) and `hand-over` (before handing over) ask it alike."""
+    out = []
+    for m in machines:
+        d = m.decision
+        if m.written is not None and d.target_release:
+            out.append(BootImageRelease.rhcos(d.target_release, m.written))
+            continue
+        found = machineset_boot_image(m.annotations, d.current_release, d.current_release_source, aleph_min, install)
+        if found is not None:
+            out.append(found)
+    return out
 
 
 def claim_hold_warning(

@@ -12,12 +12,18 @@ from typing import Any
 import structlog
 
 from ..constants import EVENT_CLAIM_HOLDS_UPGRADES, EVENT_TYPE_WARNING, Manager
-from ..core.companion import DisagreementClock, McoPass, claim_hold_warning
+from ..core.companion import (
+    DisagreementClock,
+    MachineSetAfter,
+    McoPass,
+    boot_images_after,
+    claim_hold_warning,
+)
 from ..core.conflicts import writer_conflict
 from ..core.context import PlanningContext
 from ..core.model import BootImageDecision
 from ..core.skew.policy import install_version_from_cluster_version
-from ..core.skew.record import BootImageRelease, ReleaseSource, machineset_boot_image, min_aleph
+from ..core.skew.record import BootImageRelease, ReleaseSource, min_aleph
 from ..core.skew.verdict import SkewLimits
 from .event_rules import EventSink, involved
 from .keys import machine_key, split_key
@@ -83,22 +89,14 @@ class Delegation:
         objects = self.cluster.inputs().objects
         aleph = min_aleph((n.get("metadata") or {}).get("annotations") or {} for n in objects.nodes)
         install = install_version_from_cluster_version(objects.cluster_version)
-        out = []
-        if decision.target_release:
-            out.append(BootImageRelease.rhcos(decision.target_release, ReleaseSource.GOLDEN_DATA))
+        machines = [MachineSetAfter(decision, {}, ReleaseSource.GOLDEN_DATA)]
         for other_key, state in self.outcomes.items():
-            d = state.decision
             if other_key == key:
                 continue
-            if state.updated and d.target_release:
-                out.append(BootImageRelease.rhcos(d.target_release, ReleaseSource.MACHINESET_RECORD))
-                continue
             cached = self.store.get(*split_key(other_key))
-            found = machineset_boot_image(((cached or {}).get("metadata") or {}).get("annotations") or {},
-                                          d.current_release, d.current_release_source, aleph, install)
-            if found is not None:
-                out.append(found)
-        return out
+            machines.append(MachineSetAfter(state.decision, ((cached or {}).get("metadata") or {}).get("annotations") or {},
+                                            ReleaseSource.MACHINESET_RECORD if state.updated else None))
+        return boot_images_after(machines, aleph, install)
 
     async def warn_before_claim(self, obj: Mapping[str, Any], decision: BootImageDecision,
                                 ctx: PlanningContext) -> None:

@@ -136,3 +136,28 @@ def test_a_writer_conflict_is_an_event_once_per_target_and_the_proposal_names_th
     assert conflict_event(state, MachineSetState(moved, conflict=writer_conflict(moved, obj, None))) is not None
     assert "the Machine Config Operator writes this MachineSet too" in proposal_message(tracked)
     assert "Machine Config Operator" not in proposal_message(decision())
+
+
+def test_boot_images_after_counts_each_machineset_by_its_best_evidence() -> None:
+    """One rule for the daemon (before a claim) and `hand-over` (before handing over): the target
+    where it is written, else our record, the planner's current image, aleph, the install version."""
+    from bootimage_controller.constants import ANNOTATION_RELEASE
+    from bootimage_controller.core.companion import MachineSetAfter, boot_images_after
+
+    written = decision(name="a", target_release="9.6.20251212-1")
+    recorded = decision(name="b", current_release=None)
+    golden = decision(name="c", current_release="418.94.202501221327-0", current_release_source="GoldenData")
+    unknown = decision(name="d", current_release=None, current_release_source=None)
+    found = boot_images_after([
+        MachineSetAfter(written, {}, ReleaseSource.GOLDEN_DATA),
+        MachineSetAfter(recorded, {ANNOTATION_RELEASE: "9.6.20250402-0"}),
+        MachineSetAfter(golden, {}),
+        MachineSetAfter(unknown, {}),
+    ], aleph_min="415.92.202402130021-0", install=OcpVersion(4, 15, 0))
+    assert [(r.value, r.source) for r in found] == [
+        ("9.6.20251212-1", ReleaseSource.GOLDEN_DATA),
+        ("9.6.20250402-0", ReleaseSource.MACHINESET_RECORD),
+        ("418.94.202501221327-0", ReleaseSource.GOLDEN_DATA),
+        ("415.92.202402130021-0", ReleaseSource.ALEPH),  # never updated: the install image, from aleph
+    ]
+    assert boot_images_after([MachineSetAfter(unknown, {})], None, OcpVersion(4, 15, 0))[0].source is ReleaseSource.INSTALL_VERSION
