@@ -98,15 +98,12 @@ class Delegation:
                                             ReleaseSource.MACHINESET_RECORD if state.updated else None))
         return boot_images_after(machines, aleph, install)
 
-    async def warn_before_claim(self, obj: Mapping[str, Any], decision: BootImageDecision,
-                                ctx: PlanningContext) -> None:
+    async def warn_before_claim(self, obj: Mapping[str, Any], message: str | None) -> None:
         """The admin hears that the MCO will hold upgrades before the claim is written, not after:
-        the Warning is written (awaited) first, and our ClusterOperator's message follows."""
-        if self.events is None or not decision.taken_from_mco:
+        the Warning (`message`, from `claim_warning`) is written (awaited) first, and our
+        ClusterOperator's message follows."""
+        if message is None or self.events is None:
             return
         key = machine_key(obj)
-        message = self.claim_warning(key, decision, ctx)
-        if message is None:
-            return
         log.warning("claim makes the Machine Config Operator hold upgrades", key=key, message=message)
         await self.events.emit_now(involved(obj), EVENT_TYPE_WARNING, EVENT_CLAIM_HOLDS_UPGRADES, message)

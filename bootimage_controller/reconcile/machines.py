@@ -90,13 +90,13 @@ class MachineReconciler:
         if obj is None:
             memory.forget(key)
             self.c.delegation.forget(key)
-            return MachineOutcome(key, None, DONE)
+            return MachineOutcome(None, DONE)
         memory.seen(key, uid_of(obj))
         if resource_version(obj) != memory.superseded.get(key):
             # (Equal: the cache still shows a version our own patch replaced; planning it would only
             # send a patch doomed to fail its resourceVersion test. The watch event of our write follows.)
-            state = await self._reconcile_object(key, obj) or state
-        return MachineOutcome(key, state, self._queue_result(key, state))
+            state = await self._reconcile_object(key, obj, state) or state
+        return MachineOutcome(state, self._queue_result(key, state))
 
     def _queue_result(self, key: str, state: MachineSetState | None) -> ReconcileResult:
         if state is not None and state.error is not None and (state.retried or state.permanent):
@@ -116,8 +116,9 @@ class MachineReconciler:
         outages[key] = tries + 1
         return ReconcileResult(requeue_after=min(TRANSIENT_MAX_RETRY, TRANSIENT_FIRST_RETRY * 2**min(tries, 16)))
 
-    async def _reconcile_object(self, key: str, obj: dict[str, Any]) -> MachineSetState | None:
-        """The new outcome (None: not planned now, the last outcome stands)."""
+    async def _reconcile_object(self, key: str, obj: dict[str, Any],
+                                previous: MachineSetState | None) -> MachineSetState | None:
+        """The new outcome (None: not planned now, `previous` stands)."""
         inputs = self.c.cluster.inputs()
         if inputs.context is None:
             return None  # the status key reports the problem; nothing is written
@@ -125,15 +126,16 @@ class MachineReconciler:
             return None  # upgrade in progress or state unknown: the status key says why (SPEC section 3)
         started = time.monotonic()
         decision = await self.plan(obj, inputs.context)
+        # Said before a claim (the Warning) and after it (our ClusterOperator), from one computation.
+        warning = self.c.delegation.claim_warning(key, decision, inputs.context)
         try:
-            state = await self._act(key, obj, decision, inputs.context)
+            state = await self._act(key, obj, decision, inputs.context, warning)
         except ApiError as exc:
             # A write on the way (a claim, a release, the holder's counts) refused: this key's
             # outcome, reported like a refused patch, retried or waiting as the refusal says.
             state = MachineSetState.failed(decision, Reason.PATCH_FAILED, f"{exc.what}: {exc.describe()}",
                                            permanent=exc.permanent)
-        state.claim_warning = self.c.delegation.claim_warning(key, decision, inputs.context)
-        previous = self.c.outcomes.get(key)
+        state.claim_warning = warning
         obs.RECONCILE_DURATION.observe(time.monotonic() - started)
         log.log(
             logging.DEBUG if says_nothing_new(previous, state) else logging.INFO,
@@ -159,7 +161,7 @@ class MachineReconciler:
         return decisions[0]
 
     async def _act(self, key: str, obj: dict[str, Any], decision: BootImageDecision,
-                   ctx: PlanningContext) -> MachineSetState:
+                   ctx: PlanningContext, claim_warning: str | None) -> MachineSetState:
         kind = self.kinds[split_key(key)[0]]
         if decision.action is Action.SKIP and decision.reason in (Reason.NOT_ENROLLED, Reason.NOT_AUTHORITATIVE):
             # Opting out is also how an admin ends a hot loop: forget our counts (with the claim,
@@ -178,7 +180,7 @@ class MachineReconciler:
         if decision.taken_from_mco and decision.action in (Action.NOOP, Action.SKIP) and not is_claimed(obj):
             # Handed over from the MCO: claim it now, so the MCO leaves it alone before the next
             # golden data change rather than racing us to it (a broken object is never written).
-            await self._claim_from_mco(kind, obj, decision, ctx)
+            await self._claim_from_mco(kind, obj, claim_warning)
             return MachineSetState(decision)
         if decision.action is not Action.PATCH:
             return MachineSetState(decision)
@@ -189,10 +191,10 @@ class MachineReconciler:
             built = await self.c.templates.refresh(key, obj, decision, refresh)
             if built.refreshed is None or not decision.changes:
                 return built  # failed, skipped, or nothing to patch (the template kept its name)
-        return await self._patch(key, kind, obj, decision, ctx)
+        return await self._patch(key, kind, obj, decision, ctx, claim_warning)
 
     async def _patch(self, key: str, kind: MachineKind, obj: dict[str, Any], decision: BootImageDecision,
-                     ctx: PlanningContext) -> MachineSetState:
+                     ctx: PlanningContext, claim_warning: str | None) -> MachineSetState:
         """Write the decision; someone writing first makes us re-read and re-plan (never overwrite)."""
         planned = decision
 
@@ -206,7 +208,7 @@ class MachineReconciler:
             return planned if planned.action is Action.PATCH else None
 
         async def write(current: dict[str, Any], d: BootImageDecision) -> MachineSetState:
-            return await self._patch_once(key, kind, current, d, ctx)
+            return await self._patch_once(key, kind, current, d, claim_warning)
 
         try:
             state = await retry_on_conflict(read, plan, write, what=f"patch boot image {key}", current=obj)
@@ -224,7 +226,7 @@ class MachineReconciler:
         return state if state is not None else MachineSetState(planned)
 
     async def _patch_once(self, key: str, kind: MachineKind, obj: dict[str, Any],
-                          decision: BootImageDecision, ctx: PlanningContext) -> MachineSetState:
+                          decision: BootImageDecision, claim_warning: str | None) -> MachineSetState:
         resource = kind.resource(obj)
         holders, scope, memory = self.c.holders, kind.scope, self.memory
         kept = holders.kept_hot_loop(resource.uid, scope)
@@ -243,7 +245,7 @@ class MachineReconciler:
             obs.PATCHES.labels(result="blocked").inc()
             return MachineSetState.failed(decision, refusal.reason, refusal.message)
         if not any(is_our_owner_reference(o.api_version, o.kind, o.name) for o in resource.owner_references):
-            await self.c.delegation.warn_before_claim(obj, decision, ctx)
+            await self.c.delegation.warn_before_claim(obj, claim_warning)
         await kind.before_write(decision)
         async with holders.gate.claiming():
             holder = await holders.current(scope)
@@ -337,9 +339,8 @@ class MachineReconciler:
         permanent = isinstance(exc, ApiError) and exc.permanent
         return MachineSetState.failed(decision, Reason.PATCH_FAILED, message, permanent=permanent)
 
-    async def _claim_from_mco(self, kind: MachineKind, obj: dict[str, Any], decision: BootImageDecision,
-                              ctx: PlanningContext) -> None:
-        await self.c.delegation.warn_before_claim(obj, decision, ctx)
+    async def _claim_from_mco(self, kind: MachineKind, obj: dict[str, Any], claim_warning: str | None) -> None:
+        await self.c.delegation.warn_before_claim(obj, claim_warning)
         holders = self.c.holders
         async with holders.gate.claiming():
             holder = await holders.current(kind.scope)

@@ -76,7 +76,6 @@ class MachineOutcome:
     reconciler, which keeps the only record of every key's last outcome (SPEC section 3 reports
     read it); nothing else writes that record."""
 
-    key: str
     state: MachineSetState | None
     queue: ReconcileResult
 

@@ -63,7 +63,7 @@ async def test_a_key_goes_to_its_kinds_reconciler_and_a_machine_key_asks_for_a_r
 
     async def machines(key: str) -> MachineOutcome:
         seen.append(key)
-        return MachineOutcome(key, state, ReconcileResult(requeue_after=5.0))
+        return MachineOutcome(state, ReconcileResult(requeue_after=5.0))
 
     sink = KeyList()
     loop, status = loop_with(sink, machines)
@@ -108,7 +108,7 @@ def test_enqueue_all_asks_for_every_machine_then_status_and_claims() -> None:
     objects = {MACHINESET_KIND: [{"kind": MACHINESET_KIND, "metadata": {"namespace": "ns", "name": n}} for n in "ab"]}
 
     async def machines(key: str) -> MachineOutcome:
-        return MachineOutcome(key, None, DONE)
+        return MachineOutcome(None, DONE)
 
     sink = KeyList()
     loop, _ = loop_with(sink, machines, objects=objects)
