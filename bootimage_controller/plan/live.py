@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -124,11 +123,7 @@ async def read_cluster_objects(
     from kubernetes_asyncio.config import ConfigException
 
     from ..kube.client import ClientConfigError, make_api_client
-    from ..kube.kubeconfig import missing_kubeconfig
 
-    missing = missing_kubeconfig() if not kubeconfig and not os.environ.get("KUBERNETES_SERVICE_HOST") else None
-    if missing:
-        raise ClusterReadError(missing)
     try:
         api = await make_api_client(kubeconfig, context=context)
     except ClientConfigError as exc:

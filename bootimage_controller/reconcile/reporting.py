@@ -1,6 +1,6 @@
 """Status from every MachineSet's last outcome: conditions, ClusterOperator, skew and metrics.
 
-`PassReporter` is called by the status reconciler (`reconcile.status`) with a `StatusView` when
+`PassReporter` is called by the status reconciler (`status_reconciler`) with a `StatusView` when
 the status key comes up (and during a long pass); it decides what the status should say and hands
 it to the `StatusWriter`, which decides when to write it.
 """
