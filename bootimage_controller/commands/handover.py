@@ -28,8 +28,9 @@ from ..core.claims import JsonPatch, boot_image_patch, pointer, release_patch
 from ..core.companion import ClaimHold, MachineSetAfter, boot_images_after, claim_hold_warning
 from ..core.model import BootImageDecision
 from ..core.planner import plan_machine
+from ..core.skew.assess import install_aleph
 from ..core.skew.policy import install_version_from_cluster_version
-from ..core.skew.record import ReleaseSource, min_aleph
+from ..core.skew.record import ReleaseSource
 from ..core.skew.verdict import SkewLimits
 from ..kube.api_errors import ApiError, NotFound
 from ..kube.client import make_api_client
@@ -157,7 +158,7 @@ async def _hold_warnings(args: argparse.Namespace) -> dict[str, ClaimHold] | Non
     mc = prepared.inputs.machine_configuration
     ctx = prepared.context
     install = install_version_from_cluster_version(cv.obj if cv is not None else None)
-    aleph = min_aleph((n.obj.get("metadata") or {}).get("annotations") or {} for n in prepared.inputs.nodes)
+    aleph = install_aleph(n.obj for n in prepared.inputs.nodes)
     limits = SkewLimits.from_flags(args.ocp_skew_limit, args.rhel_skew_limit, ocp_flag="--ocp-skew-limit",
                                    rhel_flag="--rhel-skew-limit")
     out: dict[str, ClaimHold] = {}

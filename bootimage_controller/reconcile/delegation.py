@@ -22,8 +22,9 @@ from ..core.companion import (
 from ..core.conflicts import writer_conflict
 from ..core.context import PlanningContext
 from ..core.model import BootImageDecision
+from ..core.skew.assess import install_aleph
 from ..core.skew.policy import install_version_from_cluster_version
-from ..core.skew.record import BootImageRelease, ReleaseSource, min_aleph
+from ..core.skew.record import BootImageRelease, ReleaseSource
 from ..core.skew.verdict import SkewLimits
 from .event_rules import EventSink, involved
 from .keys import machine_key, split_key
@@ -87,7 +88,7 @@ class Delegation:
     def _boot_images_after(self, key: str, decision: BootImageDecision) -> list[BootImageRelease]:
         """Every known MachineSet's boot image once this patch is written (for the Manual value)."""
         objects = self.cluster.inputs().objects
-        aleph = min_aleph((n.get("metadata") or {}).get("annotations") or {} for n in objects.nodes)
+        aleph = install_aleph(objects.nodes)
         install = install_version_from_cluster_version(objects.cluster_version)
         machines = [MachineSetAfter(decision, {}, ReleaseSource.GOLDEN_DATA)]
         for other_key, state in self.outcomes.items():

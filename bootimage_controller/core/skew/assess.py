@@ -6,7 +6,7 @@ same objects. Pure: the caller supplies objects and decisions, and writes the re
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -87,7 +87,7 @@ def assess_skew(
             configmap_release_version=golden.release_version if golden else None,
             install_version=install_version,
         )
-    aleph = min_aleph(_annotations(n) for n in cluster.nodes if is_control_plane_node(n))
+    aleph = install_aleph(cluster.nodes)
     inputs = [
         _skew_input(skew_evidence(decision, obj, golden, facts), obj, aleph, install_version)
         for decision, obj in machines
@@ -146,6 +146,12 @@ def judged_for_skew(decision: BootImageDecision) -> bool:
 def _unmanaged(decision: BootImageDecision) -> bool:
     # Windows MachineSets boot no RHCOS: they cannot hold upgrades for RHCOS skew.
     return decision.action is Action.SKIP and decision.reason == Reason.WINDOWS
+
+
+def install_aleph(nodes: Iterable[Mapping[str, Any]]) -> str | None:
+    """The oldest control-plane Node's aleph build: what MachineSets never updated still boot (SPEC
+    section 5, the third evidence). None when no control-plane Node carries one."""
+    return min_aleph(_annotations(n) for n in nodes if is_control_plane_node(n))
 
 
 def _annotations(obj: Mapping[str, Any] | None) -> Mapping[str, str]:
