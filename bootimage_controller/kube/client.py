@@ -14,6 +14,7 @@ cleanly, and sees only the encoded URL.
 
 from __future__ import annotations
 
+import asyncio.sslproto
 import ipaddress
 import json
 import os
@@ -49,6 +50,13 @@ SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/
 DEFAULT_REQUEST_TIMEOUT = 60.0
 # kubernetes_asyncio's read buffer (a watch event may carry an object up to etcd's 1.5 MiB limit).
 READ_BUFSIZE = 2**21
+
+# What asyncio reads from a TLS socket at once. Its default (`asyncio.sslproto.SSLProtocol.max_size`,
+# 256 KiB) is a bytearray allocated and zeroed for every TLS connection, and the daemon keeps one
+# connection per watch: 25 of them held 6.6 MiB of zeroes at N = 5,000 (issue 36). A TLS record
+# carries at most 16 KiB, so a 64 KiB read still takes four records per call; measured at 5,000
+# MachineSets: 3-4.5 MiB less peak memory, no change in time.
+TLS_READ_BUFFER = 64 * 1024
 
 _WRITE_VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch"}
 
@@ -240,11 +248,25 @@ async def make_api_client(
     Close it with `await api.close()` (or use it as an async context manager).
     """
     cfg = await load_configuration(kubeconfig, context)
+    smaller_tls_read_buffers()
     limiter = TokenBucket(qps, burst) if qps > 0 else None
     api = InstrumentedApiClient(cfg, limiter)
     # Whether a proxy is used, not its URL: a proxy URL may carry credentials.
     log.debug("kubernetes client configured", host=cfg.host, qps=qps, burst=burst, proxied=bool(cfg.proxy))
     return api
+
+
+def smaller_tls_read_buffers() -> None:
+    """Every TLS connection opened from now on reads `TLS_READ_BUFFER` bytes at a time.
+
+    asyncio has no parameter for it: this sets the class attribute its TLS protocol reads (CPython
+    3.11 to 3.13), process-wide, and only when it is there and larger. Nothing else in the process
+    depends on the larger buffer: it only bounds how much one `recv` takes.
+    """
+    protocol: Any = asyncio.sslproto.SSLProtocol
+    size = getattr(protocol, "max_size", None)
+    if isinstance(size, int) and size > TLS_READ_BUFFER:
+        protocol.max_size = TLS_READ_BUFFER
 
 
 def current_namespace(default: str = MCO_NAMESPACE) -> str:
