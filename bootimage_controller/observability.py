@@ -15,7 +15,7 @@ import logging
 import os
 import re
 import sys
-from collections.abc import Callable, Iterable, Mapping, MutableMapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -470,41 +470,54 @@ class PoolCollector:
         self._pools = pools
 
     def describe(self) -> list[GaugeMetricFamily]:
-        return list(self._families())
+        return [self._info(()), self._age(()), self._behind(())]
 
-    def collect(self) -> Iterable[GaugeMetricFamily]:
-        info, age, behind = self._families()
-        for p in self._pools():
-            key = [p.namespace, p.name, p.kind]
-            info.add_metric([*key, p.stream, p.arch, p.release, p.target_release, p.manager], 1)
-            if p.age_seconds is not None:
-                age.add_metric(key, p.age_seconds)
-            if p.releases_behind is not None:
-                behind.add_metric(key, p.releases_behind)
-        return [info, age, behind]
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        # One family at a time, none kept by this frame: /metrics writes each before the next is
+        # built (daemon/exposition.py), so a scrape holds one family's 5,000 samples, not 15,000.
+        pools = tuple(self._pools())
+        yield self._info(pools)
+        yield self._age(pools)
+        yield self._behind(pools)
 
     @staticmethod
-    def _families() -> tuple[GaugeMetricFamily, GaugeMetricFamily, GaugeMetricFamily]:
-        return (
-            GaugeMetricFamily(
-                f"{METRIC_POOL_BOOT_IMAGE}_info",
-                "Per pool (MachineSet, ControlPlaneMachineSet, Cluster API pool): the RHCOS build its boot "
-                "image is (release) and the golden one (target_release), its stream, architecture and "
-                "manager. Always 1.",
-                labels=POOL_INFO_LABELS,
-            ),
-            GaugeMetricFamily(
-                METRIC_POOL_BOOT_IMAGE_AGE,
-                "Per pool: seconds since its boot image's RHCOS build was made (absent when the build is unknown).",
-                labels=POOL_LABELS,
-            ),
-            GaugeMetricFamily(
-                METRIC_POOL_RELEASES_BEHIND,
-                "Per pool: OpenShift minor releases between the release that shipped its boot image and the "
-                "one that shipped the golden image (4.16 against 4.22: 6; absent when either is unknown).",
-                labels=POOL_LABELS,
-            ),
+    def _info(pools: Iterable[PoolBootImage]) -> GaugeMetricFamily:
+        family = GaugeMetricFamily(
+            f"{METRIC_POOL_BOOT_IMAGE}_info",
+            "Per pool (MachineSet, ControlPlaneMachineSet, Cluster API pool): the RHCOS build its boot "
+            "image is (release) and the golden one (target_release), its stream, architecture and "
+            "manager. Always 1.",
+            labels=POOL_INFO_LABELS,
         )
+        for p in pools:
+            family.add_metric([p.namespace, p.name, p.kind, p.stream, p.arch, p.release, p.target_release, p.manager], 1)
+        return family
+
+    @staticmethod
+    def _age(pools: Iterable[PoolBootImage]) -> GaugeMetricFamily:
+        return _per_pool(
+            METRIC_POOL_BOOT_IMAGE_AGE,
+            "Per pool: seconds since its boot image's RHCOS build was made (absent when the build is unknown).",
+            pools, lambda p: p.age_seconds,
+        )
+
+    @staticmethod
+    def _behind(pools: Iterable[PoolBootImage]) -> GaugeMetricFamily:
+        return _per_pool(
+            METRIC_POOL_RELEASES_BEHIND,
+            "Per pool: OpenShift minor releases between the release that shipped its boot image and the "
+            "one that shipped the golden image (4.16 against 4.22: 6; absent when either is unknown).",
+            pools, lambda p: p.releases_behind,
+        )
+
+
+def _per_pool(name: str, documentation: str, pools: Iterable[PoolBootImage],
+              value: Callable[[PoolBootImage], float | None]) -> GaugeMetricFamily:
+    family = GaugeMetricFamily(name, documentation, labels=POOL_LABELS)
+    for p in pools:
+        if (v := value(p)) is not None:
+            family.add_metric([p.namespace, p.name, p.kind], v)
+    return family
 
 
 POOLS = PoolCollector()

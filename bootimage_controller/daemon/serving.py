@@ -15,9 +15,9 @@ from typing import Any
 import structlog
 from aiohttp import web
 from prometheus_client import CollectorRegistry
-from prometheus_client.aiohttp import make_aiohttp_handler
 
 from ..observability import REGISTRY
+from .exposition import metrics_handler
 
 log = structlog.get_logger(__name__)
 
@@ -135,8 +135,9 @@ class HealthServer:
             app.router.add_get("/healthz", self._healthz)
             app.router.add_get("/readyz", self._readyz)
         if metrics:
-            # prometheus-client's own handler: content negotiation (OpenMetrics), `name[]` filters, gzip.
-            app.router.add_get("/metrics", make_aiohttp_handler(self._registry))
+            # prometheus-client's encoders, streamed: content negotiation (OpenMetrics), `name[]`
+            # filters, gzip (exposition.py says why not its own handler).
+            app.router.add_get("/metrics", metrics_handler(self._registry))
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
         self._runners.append(runner)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import weakref
 from collections.abc import Iterator
 
 import aiohttp
@@ -12,6 +13,7 @@ import pytest
 import structlog
 
 from bootimage_controller import observability as obs
+from bootimage_controller.constants import METRIC_POOL_BOOT_IMAGE_AGE, METRIC_POOL_RELEASES_BEHIND
 from bootimage_controller.daemon.serving import Address, HealthServer, LoopHeartbeat
 from bootimage_controller.observability import (
     REDACTED,
@@ -256,3 +258,22 @@ def test_one_shot_commands_log_sentences(restore_logging: None) -> None:
         "warning: stdlib says hi",
         "error: failed: RuntimeError: kaboom",
     ]
+
+
+def test_the_pool_families_are_built_one_at_a_time_and_not_kept() -> None:
+    """/metrics writes each per-pool family before the next is built (daemon/exposition.py): the
+    collector must not hold one while it builds the next, or a scrape at 5,000 pools holds all three."""
+    pools = [
+        obs.PoolBootImage("openshift-machine-api", f"w-{i}", "MachineSet", "rhel-9", "x86_64", "9.6.1", "9.6.2", "mco",
+                          10.0, 1)
+        for i in range(3)
+    ]
+    collector = obs.PoolCollector()
+    collector.show(lambda: pools)
+    families = collector.collect()
+    first = next(families)
+    assert [s.labels["name"] for s in first.samples] == ["w-0", "w-1", "w-2"]
+    gone = weakref.ref(first)
+    del first
+    assert gone() is None, "the collector still holds the family it yielded"
+    assert [f.name for f in families] == [METRIC_POOL_BOOT_IMAGE_AGE, METRIC_POOL_RELEASES_BEHIND]
