@@ -17,7 +17,6 @@ import contextlib
 import http.client
 import json
 import ssl
-import tarfile
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -275,6 +274,8 @@ class VCenterSession:
         by_key = {item.deviceId: item for item in items}
         total = sum(int(item.size or 0) for item in items) or 1
         sent = 0
+        import tarfile  # here: only an upload reads the OVA's disks (ova.py imports it alike)
+
         with tarfile.open(ova, "r:") as tar:
             for device in info.deviceUrl:
                 item = by_key.get(device.importKey)
