@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from harness.cluster import ClusterFactory, TestCluster
 from harness.objects import kube_request
 
 from bootimage_controller.commands.cli import build_parser
@@ -143,6 +144,17 @@ def strip_ours(obj: dict[str, Any], boot_field: tuple[str | int, ...] | None) ->
 
 AUDIT_POLICY = "apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: Metadata\n"
 WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
+
+
+def audited_cluster(fresh_cluster: ClusterFactory, tmp_path: Path) -> tuple[TestCluster, Path]:
+    """A fresh control plane (no controller manager: nothing else writes) whose API server logs
+    every request's metadata to the returned audit log."""
+    policy = tmp_path / "audit-policy.yaml"
+    policy.write_text(AUDIT_POLICY)
+    audit_log = tmp_path / "audit.log"
+    cluster = fresh_cluster(extra_apiserver_args=(f"--audit-policy-file={policy}", f"--audit-log-path={audit_log}"),
+                            with_controller_manager=False)
+    return cluster, audit_log
 
 
 def audit_writes(log: Path, user: str, since: float) -> list[dict[str, Any]]:

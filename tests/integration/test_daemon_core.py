@@ -46,6 +46,7 @@ from .daemon_helpers import (
     FAST_LEASE,
     REPO,
     audit_writes,
+    audited_cluster,
     configmap_from_stream,
     daemon_task,
     list_machinesets,
@@ -449,13 +450,7 @@ def boot_image_patches(log: Path, user: str, since: float) -> dict[str, int]:
 async def test_a_60s_api_server_outage_keeps_leadership_and_writes_nothing_twice(
     fresh_cluster: ClusterFactory, tmp_path: Path
 ) -> None:
-    policy = tmp_path / "audit-policy.yaml"
-    policy.write_text(AUDIT_POLICY)
-    audit_log = tmp_path / "audit.log"
-    cluster = fresh_cluster(
-        extra_apiserver_args=(f"--audit-policy-file={policy}", f"--audit-log-path={audit_log}"),
-        with_controller_manager=False,
-    )
+    cluster, audit_log = audited_cluster(fresh_cluster, tmp_path)
     apiserver = cluster.pids["kube-apiserver"]
     async with await api_client_for(cluster.kubeconfig) as api:
         await setup(api, configmap_from_stream(GA_416, "4.16.0"))

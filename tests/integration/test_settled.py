@@ -18,7 +18,7 @@ import pytest
 from harness.cluster import ClusterFactory
 from harness.objects import api_client_for, apply, machineset_from_fixture
 
-from .daemon_helpers import AUDIT_POLICY, REPO, audit_writes
+from .daemon_helpers import REPO, audit_writes, audited_cluster
 from .fleet import AWS_FIXTURE, base_cluster
 
 pytestmark = pytest.mark.integration
@@ -37,11 +37,7 @@ def once(kubeconfig: Path, log: Path) -> int:
 
 
 async def test_a_settled_fleet_is_left_alone(fresh_cluster: ClusterFactory, tmp_path: Path) -> None:
-    policy = tmp_path / "audit-policy.yaml"
-    policy.write_text(AUDIT_POLICY)
-    audit_log = tmp_path / "audit.log"
-    cluster = fresh_cluster(extra_apiserver_args=(f"--audit-policy-file={policy}", f"--audit-log-path={audit_log}"),
-                            with_controller_manager=False)
+    cluster, audit_log = audited_cluster(fresh_cluster, tmp_path)
     async with await api_client_for(cluster.kubeconfig) as api:
         await base_cluster(api)
         for i in range(N):

@@ -28,9 +28,9 @@ from harness.objects import (
     machineset_from_fixture,
 )
 from integration.daemon_helpers import (
-    AUDIT_POLICY,
     FAST_LEASE,
     audit_writes,
+    audited_cluster,
     list_machinesets,
     start_daemon_process,
     user_data_secret,
@@ -58,11 +58,7 @@ def writes_but_the_lease(log: Path, user: str, since: float) -> list[tuple[str, 
 
 
 async def test_a_settled_fleet_writes_nothing_for_six_minutes(fresh_cluster: ClusterFactory, tmp_path: Path) -> None:
-    policy = tmp_path / "audit-policy.yaml"
-    policy.write_text(AUDIT_POLICY)
-    audit = tmp_path / "audit.log"
-    cluster = fresh_cluster(extra_apiserver_args=(f"--audit-policy-file={policy}", f"--audit-log-path={audit}"),
-                            with_controller_manager=False)
+    cluster, audit = audited_cluster(fresh_cluster, tmp_path)
     async with await api_client_for(cluster.kubeconfig) as api:
         for obj in (infrastructure("AWS"), cluster_version(), machine_configuration(),
                     bootimages_configmap("coreos-bootimages-4.22-multistream.yaml"), user_data_secret()):
