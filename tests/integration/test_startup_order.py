@@ -44,23 +44,26 @@ def requests_of(log: Path, user: str) -> list[dict[str, Any]]:
     return sorted(by_id.values(), key=lambda r: r["received"])
 
 
+@pytest.mark.parametrize("once", [False, True], ids=["continuous", "once"])
 async def test_the_lease_is_written_only_after_every_first_list_is_answered(
-    fresh_cluster: ClusterFactory, tmp_path: Path
+    fresh_cluster: ClusterFactory, tmp_path: Path, once: bool
 ) -> None:
     cluster, audit_log = audited_cluster(fresh_cluster, tmp_path)
     async with await api_client_for(cluster.kubeconfig) as api:
         await base_cluster(api)
         for i in range(3):
             await apply(api, machineset_from_fixture(AWS_FIXTURE, f"worker-{i}"))
-        daemon = start_daemon_process(cluster.kubeconfig_for(USER), USER, tmp_path / "daemon.log")
+        log = tmp_path / "daemon.log"
+        daemon = start_daemon_process(cluster.kubeconfig_for(USER), USER, log, *(["--once"] if once else []))
         try:
             async def patched() -> bool:
                 return all("ownerReferences" in ms["metadata"] for ms in (await list_machinesets(api)).values())
 
             await wait_for(patched, 60, "the MachineSets claimed and patched")
         finally:
-            daemon.terminate()
-            daemon.wait(30)
+            if not once:
+                daemon.terminate()
+            assert daemon.wait(60) == 0 or not once, log.read_text()[-3000:]
     requests = requests_of(audit_log, USER)
     writes = [r for r in requests if r["verb"] in WRITE_VERBS]
     assert writes and writes[0]["resource"] == "leases", [(w["verb"], w["resource"]) for w in writes[:3]]
