@@ -7,7 +7,6 @@ import functools
 from typing import Any, Protocol
 
 import structlog
-from kubernetes_asyncio.client import CoreV1Api
 
 from ..constants import (
     AWS_CREDENTIALS_SECRET,
@@ -18,6 +17,7 @@ from ..constants import (
 )
 from ..core.cloud.facts import CloudFacts
 from ..kube.api_errors import ApiError, Forbidden, NotFound, ServerError, TooManyRequests
+from ..kube.core_api import CoreApi
 from ..kube.retry import REQUEST_FAILURES, api_call, describe
 from .facts_refresh import AtMostEvery
 from .queries import image_queries, verify_decisions
@@ -44,7 +44,7 @@ class CloudChecks:
     """
 
     def __init__(
-        self, core: CoreV1Api, gcp_endpoint: str | None, azure_endpoint: str | None, vsphere: TemplateLookups | None = None
+        self, core: CoreApi, gcp_endpoint: str | None, azure_endpoint: str | None, vsphere: TemplateLookups | None = None
     ) -> None:
         self.core: Any = core
         self.vsphere = vsphere

@@ -34,12 +34,12 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import structlog
-from kubernetes_asyncio.client import CoreV1Api
 
 from ..constants import ANNOTATION_ALEPH_VERSION, DEFAULT_ALEPH_REPORT_INTERVAL, MERGE_PATCH
 from ..core.skew.aleph import AlephInfo, read_aleph
 from ..errors import AlephError
 from ..kube.api_errors import ApiError
+from ..kube.core_api import CoreApi
 from ..kube.retry import CONNECTION_ERRORS, api_call, describe, retry_on_conflict
 
 log = structlog.get_logger(__name__)
@@ -65,7 +65,7 @@ class KubeNodeAnnotations:
 
     def __init__(self, api_client: Any) -> None:
         # Any: the bundled stubs omit `_content_type`, which the generated methods accept.
-        self._core: Any = CoreV1Api(api_client)
+        self._core: Any = CoreApi(api_client)
 
     async def get(self, node_name: str) -> Mapping[str, str]:
         node = await self._core.read_node(node_name)

@@ -21,7 +21,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from kubernetes_asyncio.client import CoreV1Api, CustomObjectsApi
+from kubernetes_asyncio.client import CustomObjectsApi
 
 from ..constants import ANNOTATION_BOOT_IMAGE_MANAGER, CLAIM_HOLDER_NAME, MACHINESET_KIND, Action, Manager
 from ..core.claims import JsonPatch, boot_image_patch, pointer, release_patch
@@ -34,6 +34,7 @@ from ..core.skew.record import ReleaseSource
 from ..core.skew.verdict import SkewLimits
 from ..kube.api_errors import ApiError, NotFound
 from ..kube.client import make_api_client
+from ..kube.core_api import CoreApi
 from ..kube.retry import retry_on_conflict
 from ..reconcile.writer import MachineSetWriter
 
@@ -88,7 +89,7 @@ async def _write_each(args: argparse.Namespace, *, over: bool) -> int:
     api = await make_api_client(args.kubeconfig)
     failed = False
     try:
-        writer = MachineSetWriter(CustomObjectsApi(api), CoreV1Api(api))
+        writer = MachineSetWriter(CustomObjectsApi(api), CoreApi(api))
         holder_uid = ""
         if over:
             holder = await writer.ensure_holder()

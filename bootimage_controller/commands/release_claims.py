@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 
-from kubernetes_asyncio.client import CoreV1Api, CustomObjectsApi
+from kubernetes_asyncio.client import CustomObjectsApi
 
 from ..kube.client import make_api_client
+from ..kube.core_api import CoreApi
 
 
 def release_claims(args: argparse.Namespace) -> int:
@@ -31,8 +32,8 @@ async def _release_claims(args: argparse.Namespace) -> int:
         version = await discover_capi_version(api)
         # The Machine API's holder and the Cluster API's (each claims the objects of its namespace).
         scopes = (
-            (MachineSetWriter(custom, CoreV1Api(api)), lambda: fresh_machines(custom)),
-            (MachineSetWriter(custom, CoreV1Api(api), CAPI_NAMESPACE), lambda: fresh_capi(custom, version)),
+            (MachineSetWriter(custom, CoreApi(api)), lambda: fresh_machines(custom)),
+            (MachineSetWriter(custom, CoreApi(api), CAPI_NAMESPACE), lambda: fresh_capi(custom, version)),
         )
         for writer, listing in scopes:
             if not await release_all_claims(writer, listing):

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import structlog
-from kubernetes_asyncio.client import CoreV1Api, CustomObjectsApi
+from kubernetes_asyncio.client import CustomObjectsApi
 
 from ..constants import (
     ANNOTATION_BOOT_IMAGE_UPDATES,
@@ -34,6 +34,7 @@ from ..core.times import format_time
 from ..errors import InputError
 from ..kube.api_errors import ApiError, Conflict, NotFound
 from ..kube.capi_discovery import discover_capi_version
+from ..kube.core_api import CoreApi
 from ..reconcile.writer import MachineSetWriter
 
 log = structlog.get_logger(__name__)
@@ -73,7 +74,7 @@ def rollback_changes(obj: dict[str, Any], field: str) -> tuple[list[FieldChange]
 async def rollback_machineset(api: Any, namespace: str, name: str, *, dry_run: bool = False) -> int:
     """A Machine API MachineSet, or (namespace openshift-cluster-api) a Cluster API MachineSet:
     there the boot image field is `infrastructureRef.name`, pointed back at the previous template."""
-    custom, core = CustomObjectsApi(api), CoreV1Api(api)
+    custom, core = CustomObjectsApi(api), CoreApi(api)
     capi = namespace == CAPI_NAMESPACE
     writer = MachineSetWriter(custom, core, CAPI_NAMESPACE if capi else CLAIM_HOLDER_NAMESPACE)
     if capi:

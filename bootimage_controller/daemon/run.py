@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
 import structlog
-from kubernetes_asyncio.client import CoreV1Api, CustomObjectsApi, VersionApi
+from kubernetes_asyncio.client import CustomObjectsApi, VersionApi
 
 from .. import observability as obs
 from ..cloud.image_checks import CloudChecks
@@ -38,6 +38,7 @@ from ..core.skew.verdict import SkewLimits
 # delay the first patch.
 from ..kube.capi_discovery import discover_capi_version
 from ..kube.client import ClientConfigError, current_namespace, make_api_client
+from ..kube.core_api import CoreApi
 from ..kube.fence import WriteFence
 from ..kube.informer import Informer
 from ..kube.leader import (
@@ -121,7 +122,7 @@ async def run_async(args: argparse.Namespace) -> int:
               StatusWriter(CustomObjectsApi(api), cluster_operator=args.cluster_operator, clock=status_clock))
     limits = SkewLimits.from_flags(args.ocp_skew_limit, args.rhel_skew_limit)
     reporter = PassReporter(writer, limits)
-    core = CoreV1Api(api)
+    core = CoreApi(api)
     vsphere = VSphereChecks.for_core_api(VSphereOptions.from_args(args), core)
     cloud = CloudChecks(core, args.gcp_endpoint, args.azure_endpoint, vsphere)
     capi_version = await discover_capi_version(api)

@@ -36,11 +36,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import structlog
-from kubernetes_asyncio.client import CoreV1Api, CustomObjectsApi
+from kubernetes_asyncio.client import CustomObjectsApi
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from ..core.manager import other_writer_entries
 from .client import raise_for_status, read_json
+from .core_api import CoreApi
 from .retry import Backoff, describe
 
 log = structlog.get_logger(__name__)
@@ -127,7 +128,7 @@ class ListWatch:
         label_selector: str | None = None,
         field_selector: str | None = None,
     ) -> ListWatch:
-        core = CoreV1Api(api)
+        core = CoreApi(api)
         fields = _name_selector(name, field_selector)
         return cls("configmaps", core.list_namespaced_config_map, (namespace,), label_selector, fields)
 
@@ -139,7 +140,7 @@ class ListWatch:
         label_selector: str | None = None,
         field_selector: str | None = None,
     ) -> ListWatch:
-        return cls("nodes", CoreV1Api(api).list_node, (), label_selector, field_selector)
+        return cls("nodes", CoreApi(api).list_node, (), label_selector, field_selector)
 
     def selectors(self) -> dict[str, str]:
         out: dict[str, str] = {}

@@ -123,6 +123,7 @@ async def read_cluster_objects(
     from kubernetes_asyncio.config import ConfigException
 
     from ..kube.client import ClientConfigError, make_api_client
+    from ..kube.core_api import CoreApi
 
     try:
         api = await make_api_client(kubeconfig, context=context)
@@ -131,7 +132,7 @@ async def read_cluster_objects(
     except (ConfigException, OSError, ValueError, TypeError, KeyError) as exc:
         raise ClusterReadError(f"cannot load the Kubernetes configuration {kubeconfig or ''}: {exc}") from None
     async with api:
-        core = client.CoreV1Api(api)
+        core = CoreApi(api)
         from ..kube.capi_discovery import discover_capi_version
 
         custom = client.CustomObjectsApi(api)

@@ -29,7 +29,7 @@ from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import Any, Protocol
 
 import structlog
 
@@ -56,9 +56,6 @@ from ..core.times import format_time
 from ..kube.api_errors import NotFound
 from ..kube.client import send_and_discard
 from ..kube.retry import Sleep, api_call, describe
-
-if TYPE_CHECKING:
-    from kubernetes_asyncio.client import CoreV1Api
 
 log = structlog.get_logger(__name__)
 
@@ -99,9 +96,8 @@ class Involved(Protocol):
     def uid(self) -> str: ...
 
 
-class CoreV1ApiLike(Protocol):
-    """The subset of `kubernetes_asyncio.client.CoreV1Api` the recorder calls (the real class
-    qualifies at run time; its stubs leave out `_content_type`, so it is also accepted by name)."""
+class EventsApi(Protocol):
+    """What the recorder calls: `kube.core_api.CoreApi` in the daemon, a fake in the tests."""
 
     def create_namespaced_event(self, namespace: str, body: Any, *, _preload_content: bool) -> Awaitable[Any]: ...
     def patch_namespaced_event(
@@ -179,7 +175,7 @@ class EventRecorder:
 
     def __init__(
         self,
-        core_api: CoreV1Api | CoreV1ApiLike,
+        core_api: EventsApi,
         component: str = EVENT_COMPONENT,
         host: str | None = None,
         *,
@@ -192,7 +188,7 @@ class EventRecorder:
         wall: Callable[[], datetime] = _now,
         sleep: Sleep = asyncio.sleep,
     ) -> None:
-        self._api = cast(CoreV1ApiLike, core_api)
+        self._api = core_api
         self.component = component
         self.host = host if host is not None else socket.gethostname()
         self._window = window

@@ -19,7 +19,6 @@ from enum import StrEnum
 from typing import Any
 
 import structlog
-from kubernetes_asyncio.client import CoreV1Api
 
 from ..constants import (
     ANNOTATION_STUB_UPGRADED_AT,
@@ -34,6 +33,7 @@ from ..core.model import MachineResource, Refusal
 from ..core.times import format_time
 from ..errors import UserDataError
 from ..kube.api_errors import Conflict, NotFound
+from ..kube.core_api import CoreApi
 from ..kube.retry import REQUEST_FAILURES, api_call, describe, retry_on_conflict
 
 log = structlog.get_logger(__name__)
@@ -79,7 +79,7 @@ class _StubPlan:
 
 
 async def ensure_stub_ignition_v3(
-    core_api: CoreV1Api,
+    core_api: CoreApi,
     namespace: str,
     secret_name: str,
     *,
@@ -89,7 +89,7 @@ async def ensure_stub_ignition_v3(
 ) -> StubUpgradeResult:
     """Make the user-data Secret hold an Ignition spec 3 config; report what happened.
 
-    `core_api` is a kubernetes_asyncio `CoreV1Api`. The write is a JSON merge patch carrying the
+    `core_api` is a `kube.core_api.CoreApi`. The write is a JSON merge patch carrying the
     resourceVersion that was read (a concurrent change gives 409: re-read, re-convert, up to
     `conflict_attempts` times), and touches only `data.userData` and our two annotations. Never
     raises for API or data problems: those come back as an `INVALID` or `FAILED` result, so one bad
@@ -200,7 +200,7 @@ class StubIgnitionChecks:
     reads it once, not 1,000 times. A per-secret lock makes concurrent workers wait for one read.
     """
 
-    def __init__(self, core: CoreV1Api, ttl: float = 60.0) -> None:
+    def __init__(self, core: CoreApi, ttl: float = 60.0) -> None:
         self.core = core
         self.ttl = ttl
         self._verified: dict[tuple[str, str], float] = {}

@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import structlog
-from kubernetes_asyncio.client import CoreV1Api, CustomObjectsApi
+from kubernetes_asyncio.client import CustomObjectsApi
 
 from ..constants import (
     CAPI_GROUP,
@@ -46,6 +46,7 @@ from ..core.claims import JsonPatch, boot_image_patch, release_patch
 from ..core.model import BootImageDecision
 from ..kube.api_errors import ApiError, Conflict, NotFound, conflict
 from ..kube.client import send_and_discard
+from ..kube.core_api import CoreApi
 from ..kube.retry import api_call, retry_on_conflict
 
 log = structlog.get_logger(__name__)
@@ -68,7 +69,7 @@ class MachineSetWriter:
     must name an object in its dependent's namespace: the Machine API's holder lives in
     openshift-machine-api, the Cluster API's in openshift-cluster-api)."""
 
-    def __init__(self, custom: CustomObjectsApi, core: CoreV1Api, holder_namespace: str = CLAIM_HOLDER_NAMESPACE) -> None:
+    def __init__(self, custom: CustomObjectsApi, core: CoreApi, holder_namespace: str = CLAIM_HOLDER_NAMESPACE) -> None:
         # Typed as Any: kubernetes_asyncio's signatures omit `_content_type`, which every patch
         # here must pass (its default for a list body is right, for a dict body it is not).
         self.custom: Any = custom

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import aiohttp
 import pytest
-from aiohttp import web
+from harness.http import serving
 from prometheus_client import CollectorRegistry, Counter, Histogram, Info
 from prometheus_client.exposition import generate_latest
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
@@ -73,34 +73,20 @@ def test_a_family_is_released_before_the_next_is_built() -> None:
     assert alive_when_next_built == [False, False]
 
 
-async def serve(reg: CollectorRegistry) -> tuple[web.AppRunner, str]:
-    app = web.Application()
-    app.router.add_get("/metrics", metrics_handler(reg))
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
-    return runner, f"http://127.0.0.1:{port}/metrics"
-
-
 async def test_the_endpoint_negotiates_filters_and_compresses() -> None:
     reg = registry()
-    runner, url = await serve(reg)
-    try:
-        async with aiohttp.ClientSession(auto_decompress=False) as session:
-            async with session.get(url, headers={"Accept-Encoding": "gzip"}) as resp:
-                assert resp.headers["Content-Encoding"] == "gzip"
-                assert resp.headers["Content-Type"].startswith("text/plain; version=0.0.4")
-                assert gzip.decompress(await resp.read()) == generate_latest(reg)
-            async with session.get(url, headers={"Accept": OPENMETRICS_ACCEPT, "Accept-Encoding": "identity"}) as resp:
-                assert resp.headers["Content-Type"].startswith("application/openmetrics-text; version=1.0.0")
-                assert (await resp.read()).endswith(b"# EOF\n")
-            async with session.get(
-                url, params=[("name[]", "patches_total"), ("name[]", "build_info")], headers={"Accept-Encoding": "identity"}
-            ) as resp:
-                text = (await resp.read()).decode()
-        assert "patches_total{kind=\"MachineSet\"} 3.0" in text and "build_info{version=\"1.0\"}" in text
-        assert "pool_info" not in text
-    finally:
-        await runner.cleanup()
+    async with serving(metrics_handler(reg)) as base, aiohttp.ClientSession(auto_decompress=False) as session:
+        url = f"{base}/metrics"
+        async with session.get(url, headers={"Accept-Encoding": "gzip"}) as resp:
+            assert resp.headers["Content-Encoding"] == "gzip"
+            assert resp.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+            assert gzip.decompress(await resp.read()) == generate_latest(reg)
+        async with session.get(url, headers={"Accept": OPENMETRICS_ACCEPT, "Accept-Encoding": "identity"}) as resp:
+            assert resp.headers["Content-Type"].startswith("application/openmetrics-text; version=1.0.0")
+            assert (await resp.read()).endswith(b"# EOF\n")
+        async with session.get(
+            url, params=[("name[]", "patches_total"), ("name[]", "build_info")], headers={"Accept-Encoding": "identity"}
+        ) as resp:
+            text = (await resp.read()).decode()
+    assert "patches_total{kind=\"MachineSet\"} 3.0" in text and "build_info{version=\"1.0\"}" in text
+    assert "pool_info" not in text

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from aiohttp import web
+from harness.http import serving
 from kubernetes_asyncio.client import Configuration, CoordinationV1Api, CoreV1Api
 
 from bootimage_controller.kube.client import InstrumentedApiClient
@@ -41,14 +42,8 @@ async def server() -> AsyncIterator[tuple[str, Recorder]]:
             seen.created.append(name)
         return web.json_response({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}})
 
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", anything)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    yield f"http://127.0.0.1:{runner.addresses[0][1]}", seen
-    await runner.cleanup()
+    async with serving(anything) as url:
+        yield url, seen
 
 
 class Leadership:
