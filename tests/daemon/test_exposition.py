@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import aiohttp
 import pytest
-from harness.http import serving
+from harness.fake_http import serving
 from prometheus_client import CollectorRegistry, Counter, Histogram, Info
 from prometheus_client.exposition import generate_latest
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from aiohttp import web
-from harness.http import serving
+from harness.fake_http import serving
 from kubernetes_asyncio.client import Configuration, CoreV1Api
 from kubernetes_asyncio.client.exceptions import ApiTypeError
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from aiohttp import web
-from harness.http import serving
+from harness.fake_http import serving
 from kubernetes_asyncio.client import Configuration, CoordinationV1Api, CoreV1Api
 
 from bootimage_controller.kube.client import InstrumentedApiClient
