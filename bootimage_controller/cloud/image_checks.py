@@ -46,7 +46,7 @@ class CloudChecks:
     def __init__(
         self, core: CoreApi, gcp_endpoint: str | None, azure_endpoint: str | None, vsphere: TemplateLookups | None = None
     ) -> None:
-        self.core: Any = core
+        self.core = core
         self.vsphere = vsphere
         self.gcp_endpoint = gcp_endpoint
         self.azure_endpoint = azure_endpoint

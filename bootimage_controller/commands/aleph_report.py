@@ -64,8 +64,7 @@ class KubeNodeAnnotations:
     """`NodeAnnotations` over the Kubernetes API."""
 
     def __init__(self, api_client: Any) -> None:
-        # Any: the bundled stubs omit `_content_type`, which the generated methods accept.
-        self._core: Any = CoreApi(api_client)
+        self._core = CoreApi(api_client)
 
     async def get(self, node_name: str) -> Mapping[str, str]:
         node = await self._core.read_node(node_name)

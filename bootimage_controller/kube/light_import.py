@@ -1,9 +1,9 @@
 """kubernetes_asyncio without its eager imports: 60 MiB of the daemon's memory (issue 36, item 4).
 
 `import kubernetes_asyncio` runs package `__init__` files that import every generated API class and
-every model (859 modules in 36.1, 61 MiB resident before anything is cached); the daemon needs 28
-of them (7 API classes, 5 models) and reads JSON, not models. `install()` puts a finder in front of the normal one for
-exactly four packages (`kubernetes_asyncio`, `.client`, `.client.api`, `.client.models`): each is
+every model (859 modules in 36.1, 61 MiB resident before anything is cached); the daemon needs 27
+of them (6 API classes, 5 models; core/v1 goes through `kube/core_api.py`) and reads JSON, not
+models. `install()` puts a finder in front of the normal one for exactly four packages (`kubernetes_asyncio`, `.client`, `.client.api`, `.client.models`): each is
 created empty, and a name it would have imported (`CoreV1Api`, `V1ConfigMap`, `client`...) is
 imported from its own module the first time it is asked for (PEP 562 `__getattr__`). The table of
 names is read from the package's own `__init__.py`, so a new kubernetes_asyncio release brings its

@@ -73,7 +73,7 @@ class MachineSetWriter:
         # Typed as Any: kubernetes_asyncio's signatures omit `_content_type`, which every patch
         # here must pass (its default for a list body is right, for a dict body it is not).
         self.custom: Any = custom
-        self.core: Any = core
+        self.core = core
         self.holder_namespace = holder_namespace
         self.writes = 0  # every MachineSet write attempted, for tests and benchmarks
 
