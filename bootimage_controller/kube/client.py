@@ -37,6 +37,7 @@ from ..observability import API_REQUESTS
 from .fence import WriteFence, check_write
 from .kubeconfig import default_kubeconfig, missing_kubeconfig
 from .retry import TokenBucket
+from .tls import api_tls_context
 
 log = structlog.get_logger(__name__)
 
@@ -158,11 +159,15 @@ class InstrumentedApiClient(ApiClient):
         # Set by the daemon once its elector exists (the elector needs this client first).
         self.fence = fence
         self.user_agent = USER_AGENT
+        # The stock session's connector has opened nothing yet: it is replaced by one whose TLS
+        # context resumes sessions (kube/tls.py), with the same connection limit.
         stock = self.rest_client.pool_manager
+        connector = aiohttp.TCPConnector(limit=configuration.connection_pool_maxsize,
+                                         ssl=api_tls_context(configuration))
         self.rest_client.pool_manager = aiohttp.ClientSession(
-            connector=stock.connector, trust_env=False, read_bufsize=READ_BUFSIZE
+            connector=connector, trust_env=False, read_bufsize=READ_BUFSIZE
         )
-        stock.detach()  # the connector now belongs to the new session
+        stock.detach()  # nothing to close: the stock connector never connected
 
     async def request(
         self,
