@@ -46,17 +46,33 @@ class ResumingTLSContext(ssl.SSLContext):
             return super().wrap_bio(incoming, outgoing, server_side, server_hostname, session)
         if session is None:
             session = self._resumable(server_hostname)
-        obj = super().wrap_bio(incoming, outgoing, server_side, server_hostname, session)
+        try:
+            obj = super().wrap_bio(incoming, outgoing, server_side, server_hostname, session)
+        except ValueError:  # a session OpenSSL will not take: never worth a connection not opened
+            self._sessions.pop(server_hostname, None)
+            obj = super().wrap_bio(incoming, outgoing, server_side, server_hostname)
         self._recent.setdefault(server_hostname, deque(maxlen=_RECENT)).append(obj)
         return obj
 
     def _resumable(self, server_hostname: str | None) -> ssl.SSLSession | None:
         for obj in reversed(self._recent.get(server_hostname, ())):
-            session = obj.session  # None until its handshake is done
+            session = _finished_session(obj)
             if session is not None and session.has_ticket:
                 self._sessions[server_hostname] = session
                 break
         return self._sessions.get(server_hostname)
+
+
+def _finished_session(obj: ssl.SSLObject) -> ssl.SSLSession | None:
+    """The session of a connection whose handshake completed; None for any other. A connection
+    given up in its handshake (a timeout while the API server is stopped) holds a half-made session
+    that OpenSSL cannot even copy: reading it raises ValueError ("i2d() failed")."""
+    if obj.version() is None:  # the handshake has not completed
+        return None
+    try:
+        return obj.session
+    except ValueError:
+        return None
 
 
 def api_tls_context(configuration: Any) -> ssl.SSLContext:

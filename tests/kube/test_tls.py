@@ -135,3 +135,32 @@ async def test_a_ticket_the_server_refuses_falls_back_to_a_full_handshake(certs:
     finally:
         second.close()
         await second.wait_closed()
+
+
+async def test_connections_given_up_in_their_handshake_lend_no_session(certs: tuple[Path, Path]) -> None:
+    """A server that accepts but does not answer (the API server stopped, as in an outage) leaves
+    connections in their handshake; one that timed out there holds a session OpenSSL cannot copy.
+    Neither may be offered: every later connection would fail to open."""
+    cert, key = certs
+    server, port = await _serve(cert, key)
+    silent = await asyncio.start_server(lambda _r, _w: None, "127.0.0.1", 0)
+    silent_port = silent.sockets[0].getsockname()[1]
+    context = api_tls_context(_configuration(cert, key))
+
+    def to_silent() -> Any:
+        return asyncio.open_connection("127.0.0.1", silent_port, ssl=context, server_hostname="localhost")
+
+    try:
+        # The daemon's first connections, made while the API server is stopped: one gives up.
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(to_silent(), 0.2)
+        stuck = asyncio.ensure_future(to_silent())
+        await asyncio.sleep(0.2)  # its ClientHello is out; no answer comes
+        assert not await _connect(port, context, "localhost")  # nothing to resume yet, and no error
+        assert await _connect(port, context, "localhost")
+        stuck.cancel()
+        await asyncio.gather(stuck, return_exceptions=True)
+    finally:
+        server.close()
+        silent.close()
+        await server.wait_closed()
