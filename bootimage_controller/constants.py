@@ -260,6 +260,13 @@ DEFAULT_ENROLLED_PLATFORMS: Final = frozenset(
     {Platform.AWS, Platform.GCP, Platform.AZURE, Platform.VSPHERE}
 )
 CPMS_PLATFORMS: Final = frozenset({Platform.AWS, Platform.GCP, Platform.AZURE})
+# The Cluster API infrastructure template kind of each platform whose boot images are managed.
+PLATFORM_TEMPLATE_KIND: Final[dict[str, str]] = {
+    Platform.AWS: "AWSMachineTemplate",
+    Platform.GCP: "GCPMachineTemplate",
+    Platform.AZURE: "AzureMachineTemplate",
+    Platform.VSPHERE: "VSphereMachineTemplate",
+}
 
 # providerSpec `kind` -> platform.
 PROVIDER_KIND_PLATFORM: Final = {

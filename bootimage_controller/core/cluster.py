@@ -50,6 +50,7 @@ from ..constants import (
     MCO_NAMESPACE,
     OPERATOR_GROUP,
     OPERATOR_VERSION,
+    PLATFORM_TEMPLATE_KIND,
     PROVIDER_KIND_PLATFORM,
     RPM_ARCHES,
 )
@@ -117,6 +118,20 @@ TEMPLATE_READS: tuple[ClusterRead, ...] = tuple(
     for kind, (version, plural) in INFRA_TEMPLATES.items()
 )
 CLUSTER_READS: tuple[ClusterRead, ...] = (*_CORE_READS, *CAPI_READS, *TEMPLATE_READS)
+
+
+def daemon_reads(platform: str | None) -> tuple[ClusterRead, ...]:
+    """What the daemon watches on a cluster of `platform`: of the templates, only that platform's.
+
+    A cluster has one platform, and OpenShift installs only its provider's template CRD: watching
+    the other three kinds listed them again every 30 s for nothing (the CRD absent), and cost three
+    connections at start. A platform without templates we manage (BareMetal, None, ...) watches
+    none; an unknown platform (the Infrastructure could not be read) watches all four, as before.
+    """
+    if platform is None:
+        return CLUSTER_READS
+    kind = PLATFORM_TEMPLATE_KIND.get(platform)
+    return (*_CORE_READS, *CAPI_READS, *(r for r in TEMPLATE_READS if r.kind == kind))
 MACHINE_READS = tuple(r for r in CLUSTER_READS if r.group == MACHINE_API_GROUP and r.kind in (MACHINESET_KIND, CPMS_KIND))
 
 

@@ -30,7 +30,7 @@ from ..constants import (
     INFRASTRUCTURE_PLURAL,
     SINGLE_REPLICA_TOPOLOGY,
 )
-from ..core.cluster import control_plane_topology
+from ..core.cluster import control_plane_topology, platform_of
 from ..core.skew.verdict import SkewLimits
 
 # The cloud and stub-Ignition modules import no SDK (each cloud SDK is imported only when its
@@ -108,8 +108,11 @@ async def run_async(args: argparse.Namespace) -> int:
     supervisor = Supervisor()
     # A dry run writes nothing, the Lease included: campaigning would take leadership away from
     # the replica that does the work.
+    # Read once, before the informers: the platform decides which template kind they watch, the
+    # control-plane topology the Lease timings. Discovery goes out at the same time.
+    infrastructure, capi_version = await asyncio.gather(read_infrastructure(api), discover_capi_version(api))
     elector: Elector = (
-        LeaderElector(api, identity, namespace, **vars(await lease_timings(api, args)))
+        LeaderElector(api, identity, namespace, **vars(lease_timings(infrastructure, args)))
         if args.leader_elect and not args.dry_run
         else AlwaysLeader(identity)
     )
@@ -125,8 +128,7 @@ async def run_async(args: argparse.Namespace) -> int:
     core = CoreApi(api)
     vsphere = VSphereChecks.for_core_api(VSphereOptions.from_args(args), core)
     cloud = CloudChecks(core, args.gcp_endpoint, args.azure_endpoint, vsphere)
-    capi_version = await discover_capi_version(api)
-    informers = build_informers(api, capi_version)
+    informers = build_informers(api, capi_version, platform_of(infrastructure))
     store = InformerStore(informers)
     custom = CustomObjectsApi(api)
     queue_metrics = obs.QueueMetrics("bootimage")
@@ -232,12 +234,13 @@ def secure_metrics(args: argparse.Namespace) -> ReloadingTls | None:
         raise ClientConfigError(f"--metrics-cert-file {cert} / --metrics-key-file {key}: {exc}") from None
 
 
-async def lease_timings(api: Any, args: argparse.Namespace) -> LeaseTimings:
-    """The flags where given; else library-go's profile for the cluster's control-plane topology."""
+def lease_timings(infrastructure: dict[str, Any] | None, args: argparse.Namespace) -> LeaseTimings:
+    """The flags where given; else library-go's profile for the cluster's control-plane topology
+    (HA when the Infrastructure could not be read, as library-go does)."""
     profile = OPENSHIFT_TIMINGS
     flags = (args.leader_elect_lease_duration, args.leader_elect_renew_deadline, args.leader_elect_retry_period)
     if None in flags:
-        topology = await _control_plane_topology(api)
+        topology = control_plane_topology(infrastructure)
         if topology == SINGLE_REPLICA_TOPOLOGY:
             profile = SINGLE_NODE_TIMINGS
         log.info("leader election timings", topology=topology or "unknown", profile="single-node" if profile is SINGLE_NODE_TIMINGS else "HA")
@@ -248,7 +251,9 @@ async def lease_timings(api: Any, args: argparse.Namespace) -> LeaseTimings:
     )
 
 
-async def _control_plane_topology(api: Any) -> str | None:
+async def read_infrastructure(api: Any) -> dict[str, Any] | None:
+    """The Infrastructure `cluster`, or None when it cannot be read (the daemon then watches every
+    template kind and uses the HA Lease timings; its informer reports the read's failure)."""
     try:
         infra = await with_retries(
             lambda: CustomObjectsApi(api).get_cluster_custom_object(
@@ -257,10 +262,11 @@ async def _control_plane_topology(api: Any) -> str | None:
             what="get infrastructure",
             attempts=3,
         )
-    except Exception as exc:  # library-go does the same: HA timings when the topology is unknown
-        log.warning("cannot read the control-plane topology; using HA leader election timings", error=describe(exc))
+    except Exception as exc:  # any failure: the defaults above, as library-go does for the timings
+        log.warning("cannot read the Infrastructure; using HA leader election timings and watching every "
+                    "Cluster API template kind", error=describe(exc))
         return None
-    return control_plane_topology(infra)
+    return infra if isinstance(infra, dict) else None
 
 
 async def _flush(writer: StatusWriter | None, events: EventLane | None, qps: float) -> None:
@@ -513,4 +519,4 @@ class CachesNotSynced(Exception):
     """The informers did not list everything in time: the workers must not start on partial caches."""
 
 
-__all__ = ["lease_timings", "run_daemon"]
+__all__ = ["lease_timings", "read_infrastructure", "run_daemon"]

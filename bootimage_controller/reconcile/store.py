@@ -19,12 +19,12 @@ import structlog
 from ..constants import CAPI_NAMESPACE, CLAIM_HOLDER_NAME, CLAIM_HOLDER_NAMESPACE
 from ..core.cluster import (
     CAPI_READS,
-    CLUSTER_READS,
     MACHINE_READS,
     NODE_READS,
     TEMPLATE_READS,
     ClusterObjects,
     ClusterRead,
+    daemon_reads,
     upgrade_blocker,
     with_capi_version,
 )
@@ -39,9 +39,9 @@ MAPI_HOLDER = "holder"  # the informer of the Machine API's claim holder
 CAPI_HOLDER = "holder:capi"  # the informer of the Cluster API's claim holder
 
 
-def build_informers(api: Any, capi_version: str) -> dict[str, Informer]:
-    """One informer per row of `CLUSTER_READS` (by role), and one per claim holder."""
-    reads = with_capi_version(CLUSTER_READS, capi_version)
+def build_informers(api: Any, capi_version: str, platform: str | None = None) -> dict[str, Informer]:
+    """One informer per row of `daemon_reads(platform)` (by role), and one per claim holder."""
+    reads = with_capi_version(daemon_reads(platform), capi_version)
     # The Cluster API's reads may be refused (403) where its optional rights are not installed
     # (manifests/components/capi): they then count as empty. No other read may: a refused read
     # of the MCO's version or gates would otherwise be taken for "no MCO" and let us write.
@@ -55,7 +55,7 @@ def build_informers(api: Any, capi_version: str) -> dict[str, Informer]:
 
 
 def _list_watch(api: Any, read: ClusterRead) -> ListWatch:
-    """The informer's list/watch for one row of `CLUSTER_READS`."""
+    """The informer's list/watch for one `ClusterRead`."""
     if read.kind == "ConfigMap":
         assert read.namespace is not None
         return ListWatch.config_maps(api, read.namespace, name=read.name)

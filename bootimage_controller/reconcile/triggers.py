@@ -52,8 +52,9 @@ class Triggers:
 
         on(tuple(r.role for r in (*MACHINE_READS, *CAPI_READS)), self._machine_added, self._machine_updated,
            self._machine_deleted)
-        on(tuple(r.role for r in TEMPLATE_READS), self._template_changed, self._template_updated,
-           self._template_changed)
+        # Only the cluster's platform's template kind is watched (core.cluster.daemon_reads).
+        on(tuple(r.role for r in TEMPLATE_READS if r.role in informers), self._template_changed,
+           self._template_updated, self._template_changed)
         on(("bootimages", "infrastructure", *(r.role for r in NODE_READS)), self.cluster_changed,
            self._cluster_updated, self.cluster_changed)
         on(("machineconfiguration",), self.cluster_changed, self._machineconfiguration_updated, self.cluster_changed)

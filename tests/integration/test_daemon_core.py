@@ -524,11 +524,13 @@ async def test_lease_timings_follow_the_control_plane_topology_unless_flags_say(
     api = await make_api_client(str(kube_cluster.kubeconfig))
     try:
         await apply(kube_api, infra)
-        assert await daemon.lease_timings(api, run_args(kube_cluster.kubeconfig)) == OPENSHIFT_TIMINGS
+        args = run_args(kube_cluster.kubeconfig)
+        assert daemon.lease_timings(await daemon.read_infrastructure(api), args) == OPENSHIFT_TIMINGS
         infra["status"]["controlPlaneTopology"] = "SingleReplica"
         await apply(kube_api, infra)
-        assert await daemon.lease_timings(api, run_args(kube_cluster.kubeconfig)) == SINGLE_NODE_TIMINGS
+        assert daemon.lease_timings(await daemon.read_infrastructure(api), args) == SINGLE_NODE_TIMINGS
         flagged = run_args(kube_cluster.kubeconfig, "--leader-elect-renew-deadline", "3m")
-        assert await daemon.lease_timings(api, flagged) == LeaseTimings(270.0, 180.0, 60.0)
+        assert daemon.lease_timings(await daemon.read_infrastructure(api), flagged) == LeaseTimings(270.0, 180.0, 60.0)
+        assert daemon.lease_timings(None, args) == OPENSHIFT_TIMINGS, "unreadable: HA, as library-go does"
     finally:
         await api.close()
