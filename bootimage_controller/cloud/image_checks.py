@@ -44,14 +44,18 @@ class CloudChecks:
     """
 
     def __init__(
-        self, core: CoreApi, gcp_endpoint: str | None, azure_endpoint: str | None, vsphere: TemplateLookups | None = None
+        self, core: CoreApi, gcp_endpoint: str | None, azure_endpoint: str | None, vsphere: TemplateLookups | None = None,
+        platform: str | None = None,
     ) -> None:
+        """`platform`: the cluster's (Infrastructure); only its credentials are read, once a minute.
+        None (not known) reads all three."""
         self.core = core
         self.vsphere = vsphere
         self.gcp_endpoint = gcp_endpoint
         self.azure_endpoint = azure_endpoint
         self.verifier: Any = None
         self._every = AtMostEvery()
+        self._secrets = tuple(s for s in self._SECRETS if platform is None or s[0] == platform)
 
     _SECRETS = (
         (Platform.AWS, AWS_CREDENTIALS_SECRET),
@@ -71,11 +75,11 @@ class CloudChecks:
         await self._every.run(self._load)
 
     async def _load(self) -> None:
-        read = await asyncio.gather(*(self._read(name) for _, name in self._SECRETS), return_exceptions=True)
+        read = await asyncio.gather(*(self._read(name) for _, name in self._secrets), return_exceptions=True)
         for answer in read:
             if isinstance(answer, BaseException):
                 raise answer
-        secrets: dict[Platform | str, Any] = {platform: answer for (platform, _), answer in zip(self._SECRETS, read, strict=True)}
+        secrets: dict[Platform | str, Any] = {platform: answer for (platform, _), answer in zip(self._secrets, read, strict=True)}
         if self.verifier is None:
             self.verifier = CloudVerifier.from_secrets(
                 secrets, gcp_endpoint=self.gcp_endpoint, azure_endpoint=self.azure_endpoint

@@ -127,7 +127,7 @@ async def run_async(args: argparse.Namespace) -> int:
     reporter = PassReporter(writer, limits)
     core = CoreApi(api)
     vsphere = VSphereChecks.for_core_api(VSphereOptions.from_args(args), core)
-    cloud = CloudChecks(core, args.gcp_endpoint, args.azure_endpoint, vsphere)
+    cloud = CloudChecks(core, args.gcp_endpoint, args.azure_endpoint, vsphere, platform_of(infrastructure))
     informers = build_informers(api, capi_version, platform_of(infrastructure))
     store = InformerStore(informers)
     custom = CustomObjectsApi(api)

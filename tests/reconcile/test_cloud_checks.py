@@ -57,6 +57,19 @@ async def test_credentials_are_read_together_and_not_again_within_the_minute() -
     assert len(core.reads) == 3
 
 
+@pytest.mark.parametrize(("platform", "read"), [
+    ("AWS", [AWS_CREDENTIALS_SECRET]), ("GCP", [GCP_CREDENTIALS_SECRET]), ("Azure", [AZURE_CREDENTIALS_SECRET]),
+    ("VSphere", []), ("BareMetal", []),
+])
+async def test_only_the_credentials_of_the_clusters_platform_are_read(platform: str, read: list[str]) -> None:
+    core = FakeCore()
+    checks = CloudChecks(core, None, None, platform=platform)  # type: ignore[arg-type]
+    await checks.prime()
+    assert core.reads == read
+    assert await checks(AWS_DECISION) is None  # no AWS credentials known: offline rules
+    assert core.reads == read
+
+
 async def test_a_forbidden_secret_means_no_credentials_not_an_error() -> None:
     core = FakeCore({GCP_CREDENTIALS_SECRET: 403})
     checks = CloudChecks(core, None, None)  # type: ignore[arg-type]
