@@ -33,6 +33,7 @@ from ..core.model import MachineResource, Refusal
 from ..core.times import format_time
 from ..errors import UserDataError
 from ..kube.api_errors import Conflict, NotFound
+from ..kube.client import read_json
 from ..kube.core_api import CoreApi
 from ..kube.retry import REQUEST_FAILURES, api_call, describe, retry_on_conflict
 
@@ -103,8 +104,13 @@ async def ensure_stub_ignition_v3(
         return StubUpgradeResult(namespace, secret_name, outcome, message,
                                  conv.from_version if conv else None, conv.to_version if conv else None)
 
+    async def get() -> Any:
+        # The Secret's JSON, not a V1Secret model: building one (and importing the model modules
+        # the first time) sat on the way to the pass's first patch (issue 36).
+        return await read_json(await core_api.read_namespaced_secret(secret_name, namespace, _preload_content=False))
+
     async def read() -> Any:
-        return await api_call(lambda: core_api.read_namespaced_secret(secret_name, namespace), what=f"get {where}")
+        return await api_call(get, what=f"get {where}")
 
     async def plan(secret: Any) -> _StubPlan:
         return _plan(secret, where, format_time(now), dry_run, result)
@@ -139,9 +145,9 @@ async def ensure_stub_ignition_v3(
 
 
 def _plan(
-    secret: Any, where: str, stamp: str, dry_run: bool, result: Callable[..., StubUpgradeResult]
+    secret: Mapping[str, Any], where: str, stamp: str, dry_run: bool, result: Callable[..., StubUpgradeResult]
 ) -> _StubPlan:
-    """From the Secret as read: already spec 3, invalid, or the merge patch that upgrades it."""
+    """From the Secret as read (its JSON): already spec 3, invalid, or the merge patch that upgrades it."""
     try:
         conv = convert_stub_ignition(_user_data(secret, where), where)
     except UserDataError as exc:
@@ -151,11 +157,11 @@ def _plan(
     upgrade = f"Ignition {conv.from_version} -> {conv.to_version}"
     if dry_run:
         return _StubPlan(result(StubOutcome.WOULD_UPGRADE, f"{where}: would upgrade {upgrade} (dry run)", conv))
-    if getattr(secret, "immutable", None):
+    if secret.get("immutable"):
         return _StubPlan(result(StubOutcome.FAILED, f"{where}: needs {upgrade} but the secret is immutable", conv))
     body = {
         "metadata": {
-            "resourceVersion": secret.metadata.resource_version,
+            "resourceVersion": (secret.get("metadata") or {}).get("resourceVersion"),
             "annotations": {ANNOTATION_STUB_UPGRADED_TO: conv.to_version, ANNOTATION_STUB_UPGRADED_AT: stamp},
         },
         "data": {USER_DATA_SECRET_KEY: base64.b64encode(conv.user_data).decode("ascii")},
@@ -163,8 +169,8 @@ def _plan(
     return _StubPlan(result(StubOutcome.UPGRADED, f"{where}: upgraded {upgrade}", conv), body)
 
 
-def _user_data(secret: Any, where: str) -> bytes:
-    data = getattr(secret, "data", None) or {}
+def _user_data(secret: Mapping[str, Any], where: str) -> bytes:
+    data = secret.get("data") or {}
     field_ = f"data.{USER_DATA_SECRET_KEY}"
     encoded = data.get(USER_DATA_SECRET_KEY)
     if encoded is None:

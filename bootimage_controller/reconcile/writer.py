@@ -146,11 +146,14 @@ class MachineSetWriter:
         log.info("claim holder created", name=CLAIM_HOLDER_NAME, uid=cm.metadata.uid)
         return Holder(cm.metadata.uid, deleting=False)
 
+    # The holder's writes leave the answer unread (`send_and_discard`): nothing uses it, and making
+    # a V1ConfigMap model of it cost a millisecond, and the first time the model modules' imports,
+    # on the way to the pass's first patch (issue 36).
     async def _patch_holder(self, ops: JsonPatch) -> None:
         await api_call(
-            lambda: self.core.patch_namespaced_config_map(
-                CLAIM_HOLDER_NAME, self.holder_namespace, ops, _content_type=JSON_PATCH
-            ),
+            lambda: send_and_discard(self.core.patch_namespaced_config_map(
+                CLAIM_HOLDER_NAME, self.holder_namespace, ops, _content_type=JSON_PATCH, _preload_content=False
+            )),
             what="patch claim holder",
         )
 
@@ -158,9 +161,10 @@ class MachineSetWriter:
         """Set (or, with None, remove) hot-loop counts in the holder's data: a JSON merge patch of
         those keys only, so concurrent workers writing other MachineSets' keys never collide."""
         await api_call(
-            lambda: self.core.patch_namespaced_config_map(
-                CLAIM_HOLDER_NAME, self.holder_namespace, {"data": dict(entries)}, _content_type=MERGE_PATCH
-            ),
+            lambda: send_and_discard(self.core.patch_namespaced_config_map(
+                CLAIM_HOLDER_NAME, self.holder_namespace, {"data": dict(entries)}, _content_type=MERGE_PATCH,
+                _preload_content=False,
+            )),
             what="patch claim holder hot-loop counts",
         )
 

@@ -106,8 +106,8 @@ class _WriterInBetween:
         self.core, self.name, self.new = core, name, new_user_data
         self.patches = 0
 
-    async def read_namespaced_secret(self, name: str, namespace: str) -> Any:
-        return await self.core.read_namespaced_secret(name, namespace)
+    async def read_namespaced_secret(self, name: str, namespace: str, **kwargs: Any) -> Any:
+        return await self.core.read_namespaced_secret(name, namespace, **kwargs)
 
     async def patch_namespaced_secret(self, name: str, namespace: str, body: Any, **kw: Any) -> Any:
         self.patches += 1

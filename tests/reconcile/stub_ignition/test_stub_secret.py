@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta, timezone
 from typing import Any, cast
 
 import pytest
-from kubernetes_asyncio.client import CoreV1Api, V1ObjectMeta, V1Secret
+from kubernetes_asyncio.client import CoreV1Api
 from kubernetes_asyncio.client.exceptions import ApiException
 from structlog.testing import capture_logs
 
@@ -64,6 +64,19 @@ def _merge(target: dict[str, Any], patch: dict[str, Any]) -> None:
             target[key] = copy.deepcopy(value)
 
 
+class RawAnswer:
+    """What kubernetes_asyncio returns with `_preload_content=False`: the aiohttp response."""
+
+    def __init__(self, body: bytes, status: int = 200) -> None:
+        self.body, self.status = body, status
+
+    async def read(self) -> bytes:
+        return self.body
+
+    def release(self) -> None:
+        pass
+
+
 class FakeCoreV1:
     """read_namespaced_secret / patch_namespaced_secret over a dict of Secret JSON objects."""
 
@@ -94,25 +107,14 @@ class FakeCoreV1:
     def user_data(self, name: str = NAME) -> bytes:
         return base64.b64decode(self.secrets[(NS, name)]["data"]["userData"])
 
-    async def read_namespaced_secret(self, name: str, namespace: str) -> Any:
+    async def read_namespaced_secret(self, name: str, namespace: str, _preload_content: bool = True) -> Any:
+        """The raw answer (the daemon reads the Secret's JSON, not a model)."""
+        assert _preload_content is False
         self.reads += 1
         obj = self.secrets.get((namespace, name))
         if obj is None:
             raise ApiException(status=404, reason="Not Found")
-        meta = obj["metadata"]
-        return V1Secret(
-            api_version="v1",
-            kind="Secret",
-            metadata=V1ObjectMeta(
-                name=meta["name"],
-                namespace=meta["namespace"],
-                resource_version=meta["resourceVersion"],
-                annotations=copy.deepcopy(meta.get("annotations")),
-            ),
-            type=obj["type"],
-            data=copy.deepcopy(obj["data"]),
-            immutable=obj.get("immutable"),
-        )
+        return RawAnswer(json.dumps(obj).encode())
 
     async def patch_namespaced_secret(
         self, name: str, namespace: str, body: Any, _content_type: str | None = None
