@@ -132,7 +132,7 @@ def _golden(
 ) -> tuple[GoldenBootImages, str]:
     if golden is not None:
         return golden, origin or "given"
-    where = _named("ConfigMap openshift-machine-config-operator/coreos-bootimages", objects, "bootimages")
+    where = golden_origin(objects)
     if objects.bootimages is None:
         raise GoldenDataError(where, None, "not found")
     try:
@@ -172,6 +172,11 @@ def control_plane_arch_fact(objects: ClusterObjects, override: str | None = None
     if others:
         origin += f" (other control-plane Nodes report {', '.join(others)})"
     return Fact(arch, origin)
+
+
+def golden_origin(objects: ClusterObjects) -> str:
+    """Where the golden boot images come from, as the explanation and errors name it."""
+    return _named("ConfigMap openshift-machine-config-operator/coreos-bootimages", objects, "bootimages")
 
 
 def _named(what: str, objects: ClusterObjects, role: str) -> str:

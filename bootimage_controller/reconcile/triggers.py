@@ -57,6 +57,7 @@ class Triggers:
            self._template_updated, self._template_changed)
         on(("bootimages", "infrastructure", *(r.role for r in NODE_READS)), self.cluster_changed,
            self._cluster_updated, self.cluster_changed)
+        on(("bootimages",), self.cluster.prepare, lambda _old, new: self.cluster.prepare(new), lambda _obj: None)
         on(("machineconfiguration",), self.cluster_changed, self._machineconfiguration_updated, self.cluster_changed)
         on(("mco_operator", "feature_gate"), self.cluster_changed, self._mco_updated, self.cluster_changed)
         on(("clusterversion",), self.cluster_changed, self._clusterversion_updated, self.cluster_changed)

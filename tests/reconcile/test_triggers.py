@@ -10,7 +10,12 @@ import copy
 from collections import defaultdict
 from typing import Any
 
-from harness.objects import cluster_version, machine_configuration, machineset_from_fixture
+from harness.objects import (
+    bootimages_configmap,
+    cluster_version,
+    machine_configuration,
+    machineset_from_fixture,
+)
 
 from bootimage_controller.constants import MACHINESET_KIND
 from bootimage_controller.reconcile.keys import CLAIMS_KEY, machine_key
@@ -48,9 +53,13 @@ class Cluster:
 
     def __init__(self) -> None:
         self.changes = 0
+        self.prepared: list[dict[str, Any]] = []
 
     def changed(self) -> None:
         self.changes += 1
+
+    def prepare(self, configmap: dict[str, Any]) -> None:
+        self.prepared.append(configmap)
 
 
 class Store:
@@ -125,6 +134,16 @@ def test_cluster_inputs_replan_everything_only_when_they_change_what_is_planned(
     informers["machineconfiguration"].update(mc, opted_out)
     assert everything == [2]
     assert list(sink.keys) == []
+
+
+def test_the_golden_configmap_is_prepared_as_soon_as_it_arrives_and_when_it_changes() -> None:
+    informers, _sink, cluster, _everything = triggers()
+    cm = bootimages_configmap()
+    informers["bootimages"].add(cm)
+    changed = copy.deepcopy(cm)
+    changed["metadata"]["resourceVersion"] = "9"
+    informers["bootimages"].update(cm, changed)
+    assert cluster.prepared == [cm, changed]
 
 
 def test_a_claim_holder_losing_its_finalizer_is_the_claims_key() -> None:
