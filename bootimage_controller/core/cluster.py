@@ -118,6 +118,12 @@ TEMPLATE_READS: tuple[ClusterRead, ...] = tuple(
     for kind, (version, plural) in INFRA_TEMPLATES.items()
 )
 CLUSTER_READS: tuple[ClusterRead, ...] = (*_CORE_READS, *CAPI_READS, *TEMPLATE_READS)
+MACHINE_READS = tuple(r for r in CLUSTER_READS if r.group == MACHINE_API_GROUP and r.kind in (MACHINESET_KIND, CPMS_KIND))
+NODE_READS = tuple(r for r in CLUSTER_READS if r.kind == "Node")
+
+
+def with_capi_version(reads: tuple[ClusterRead, ...], version: str) -> tuple[ClusterRead, ...]:
+    return tuple(replace(r, version=version) if r.group == CAPI_GROUP else r for r in reads)
 
 
 def daemon_reads(platform: str | None) -> tuple[ClusterRead, ...]:
@@ -132,12 +138,6 @@ def daemon_reads(platform: str | None) -> tuple[ClusterRead, ...]:
         return CLUSTER_READS
     kind = PLATFORM_TEMPLATE_KIND.get(platform)
     return (*_CORE_READS, *CAPI_READS, *(r for r in TEMPLATE_READS if r.kind == kind))
-MACHINE_READS = tuple(r for r in CLUSTER_READS if r.group == MACHINE_API_GROUP and r.kind in (MACHINESET_KIND, CPMS_KIND))
-
-
-def with_capi_version(reads: tuple[ClusterRead, ...], version: str) -> tuple[ClusterRead, ...]:
-    return tuple(replace(r, version=version) if r.group == CAPI_GROUP else r for r in reads)
-NODE_READS = tuple(r for r in CLUSTER_READS if r.kind == "Node")
 
 
 @dataclass(frozen=True)

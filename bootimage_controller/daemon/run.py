@@ -106,11 +106,13 @@ async def run_async(args: argparse.Namespace) -> int:
     identity = default_identity()
     namespace = current_namespace()
     supervisor = Supervisor()
+    # Read once, before the informers: the platform decides which template kind they watch (and
+    # which cloud credentials are read), the control-plane topology the Lease timings. Discovery
+    # goes out at the same time.
+    infrastructure, capi_version = await asyncio.gather(read_infrastructure(api), discover_capi_version(api))
+    platform = platform_of(infrastructure)
     # A dry run writes nothing, the Lease included: campaigning would take leadership away from
     # the replica that does the work.
-    # Read once, before the informers: the platform decides which template kind they watch, the
-    # control-plane topology the Lease timings. Discovery goes out at the same time.
-    infrastructure, capi_version = await asyncio.gather(read_infrastructure(api), discover_capi_version(api))
     elector: Elector = (
         LeaderElector(api, identity, namespace, **vars(lease_timings(infrastructure, args)))
         if args.leader_elect and not args.dry_run
@@ -127,8 +129,8 @@ async def run_async(args: argparse.Namespace) -> int:
     reporter = PassReporter(writer, limits)
     core = CoreApi(api)
     vsphere = VSphereChecks.for_core_api(VSphereOptions.from_args(args), core)
-    cloud = CloudChecks(core, args.gcp_endpoint, args.azure_endpoint, vsphere, platform_of(infrastructure))
-    informers = build_informers(api, capi_version, platform_of(infrastructure))
+    cloud = CloudChecks(core, args.gcp_endpoint, args.azure_endpoint, vsphere, platform)
+    informers = build_informers(api, capi_version, platform)
     store = InformerStore(informers)
     custom = CustomObjectsApi(api)
     queue_metrics = obs.QueueMetrics("bootimage")
