@@ -14,7 +14,7 @@ import signal
 import ssl
 import sys
 from collections.abc import Awaitable, Callable
-from typing import Any, cast
+from typing import Any
 
 import structlog
 from kubernetes_asyncio.client import CustomObjectsApi, VersionApi
@@ -142,7 +142,7 @@ async def run_async(args: argparse.Namespace) -> int:
         # Normal events wait while MachineSets are queued or being reconciled (see EventLane).
         busy = (lambda: not pass_done.is_set()) if args.once else (lambda: queue.busy)
         events = EventLane(
-            EventRecorder(cast(Any, core)),
+            EventRecorder(core),
             busy=busy,
             concurrency=args.concurrency,
             spawn=supervisor.spawn,

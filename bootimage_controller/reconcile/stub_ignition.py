@@ -97,8 +97,6 @@ async def ensure_stub_ignition_v3(
     secret costs only the MachineSets that use it.
     """
     where = f"secret {namespace}/{secret_name}"
-    # Any: the bundled stubs omit `_content_type`, which the generated methods accept.
-    api: Any = core_api
 
     def result(outcome: StubOutcome, message: str, conv: StubConversion | None = None) -> StubUpgradeResult:
         return StubUpgradeResult(namespace, secret_name, outcome, message,
@@ -119,7 +117,7 @@ async def ensure_stub_ignition_v3(
         if planned.body is not None:
             # A dict body would go out as strategic merge for a built-in type; say merge patch.
             body = planned.body
-            await api_call(lambda: api.patch_namespaced_secret(secret_name, namespace, body, _content_type=MERGE_PATCH),
+            await api_call(lambda: core_api.patch_namespaced_secret(secret_name, namespace, body, _content_type=MERGE_PATCH),
                            what=f"patch {where}")
         return planned.result
 
