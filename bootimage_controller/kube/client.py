@@ -22,7 +22,7 @@ import urllib.request
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import aiohttp
 import structlog
@@ -60,6 +60,8 @@ READ_BUFSIZE = 2**21
 TLS_READ_BUFFER = 64 * 1024
 
 _WRITE_VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch"}
+# The authentication setting every generated kubernetes_asyncio method names.
+_BEARER_TOKEN = "BearerToken"
 
 
 class ClientConfigError(Exception):
@@ -316,9 +318,37 @@ async def read_json(resp: Any, loads: Callable[[bytes], Any] = json.loads) -> An
         resp.release()
 
 
+def _discard(_body: bytes) -> None:
+    return None
+
+
+def object_path(group: str, version: str, namespace: str, plural: str, name: str) -> str:
+    """The API path of one namespaced object (`group` "" for the core group), each part quoted as
+    the generated client quotes path parameters."""
+    prefix = f"/apis/{quote(group, safe='')}" if group else "/api"
+    parts = (version, "namespaces", namespace, plural, name)
+    return prefix + "".join("/" + quote(part, safe="") for part in parts)
+
+
+async def write_and_discard(api: ApiClient, method: str, path: str, body: Any, content_type: str) -> None:
+    """Send one write (`body` is JSON-encoded) whose answer nothing reads; raise `ApiException`
+    for a non-2xx answer, as `send_and_discard` does.
+
+    For the hot writes (every boot image patch): the generated methods spend about 0.1 ms of CPU
+    per call (a fifth of a patch's) on work a known path and a plain JSON body do not need:
+    sanitising the body and the headers, quoting path parameters, picking content types
+    (issue 36). The request still goes through `api.request`, so the rate limit, the Lease fence
+    and the request metrics see it as they see every other request, and the bearer token comes
+    from the same place the generated methods take it (refreshed when the kubeconfig says so)."""
+    headers = {**api.default_headers, "Accept": "application/json", "Content-Type": content_type}
+    await api.update_params_for_auth(headers, [], [_BEARER_TOKEN])
+    url = f"{api.configuration.host}{path}"
+    await read_json(await api.request(method, url, headers=headers, body=body, _preload_content=False), _discard)
+
+
 async def send_and_discard(request: Awaitable[Any]) -> None:
     """Send a raw request (`_preload_content=False`), raise `ApiException` for a non-2xx answer,
     and drop the body unparsed. For writes whose answer nothing reads: decoding a MachineSet
     answer (and building kubernetes_asyncio's objects from it) costs CPU the API server shares.
     The body is still read to its end so that the connection goes back to the pool."""
-    await read_json(await request, lambda _body: None)
+    await read_json(await request, _discard)

@@ -45,7 +45,7 @@ from ..constants import (
 from ..core.claims import JsonPatch, boot_image_patch, release_patch
 from ..core.model import BootImageDecision
 from ..kube.api_errors import ApiError, Conflict, NotFound, conflict
-from ..kube.client import send_and_discard
+from ..kube.client import object_path, send_and_discard, write_and_discard
 from ..kube.core_api import CoreApi
 from ..kube.retry import api_call, retry_on_conflict
 
@@ -218,16 +218,12 @@ class MachineSetWriter:
         meta = obj.get("metadata") or {}
         name, namespace = meta.get("name"), meta.get("namespace")
         group, version, plural = machine_resource(obj)
+        path = object_path(group, version, str(namespace), plural, str(name))
         self.writes += 1
         try:
             await api_call(
                 # The answer is not read: the watch brings the new version to the cache.
-                lambda: send_and_discard(
-                    self.custom.patch_namespaced_custom_object(
-                        group, version, namespace, plural, name, ops,
-                        _content_type=JSON_PATCH, _preload_content=False,
-                    )
-                ),
+                lambda: write_and_discard(self.custom.api_client, "PATCH", path, ops, JSON_PATCH),
                 what=f"{what} {namespace}/{name}",
             )
         except Conflict:

@@ -13,6 +13,7 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp import web
+from harness.fake_http import serving
 from kubernetes_asyncio.client import Configuration, CoreV1Api, CustomObjectsApi
 from kubernetes_asyncio.client.exceptions import ApiException
 from tls_certs import write_serving_cert
@@ -25,8 +26,10 @@ from bootimage_controller.kube.client import (
     current_namespace,
     load_configuration,
     make_api_client,
+    object_path,
     proxy_for,
     smaller_tls_read_buffers,
+    write_and_discard,
 )
 from bootimage_controller.kube.retry import TokenBucket
 from bootimage_controller.observability import REGISTRY
@@ -345,3 +348,49 @@ async def test_tls_connections_read_64_kib_at_a_time_and_large_bodies_arrive_who
     finally:
         server.close()
         await server.wait_closed()
+
+
+def test_object_path_quotes_each_part_as_the_generated_client_does() -> None:
+    assert object_path("machine.openshift.io", "v1beta1", "openshift-machine-api", "machinesets", "w-1a") == (
+        "/apis/machine.openshift.io/v1beta1/namespaces/openshift-machine-api/machinesets/w-1a"
+    )
+    assert object_path("", "v1", "ns", "configmaps", "a/b c") == "/api/v1/namespaces/ns/configmaps/a%2Fb%20c"
+
+
+async def test_write_and_discard_sends_what_the_generated_patch_sends() -> None:
+    """The lean write path of the boot image patches: the same method, path, headers (the bearer
+    token, the user agent, the content type) and JSON body as `patch_namespaced_custom_object`, and
+    the same `ApiException` for a refusal."""
+    seen: list[tuple[str, str, Any, Any]] = []
+    answer = {"status": 200}
+
+    async def record(request: web.Request) -> web.Response:
+        seen.append((request.method, request.path_qs, request.headers.copy(), await request.json()))
+        if answer["status"] != 200:
+            return web.json_response({"kind": "Status", "reason": "Conflict", "message": "the object has been modified"},
+                                     status=answer["status"])
+        return web.json_response({"kind": "MachineSet", "metadata": {"name": "w"}})
+
+    ops = [{"op": "test", "path": "/metadata/resourceVersion", "value": "7"},
+           {"op": "replace", "path": "/spec/x", "value": {"id": "ami-1"}}]
+    async with serving(record) as url:
+        cfg = Configuration(host=url, api_key={"BearerToken": "sekret"}, api_key_prefix={"BearerToken": "Bearer"})
+        api = InstrumentedApiClient(cfg)
+        try:
+            await CustomObjectsApi(api).patch_namespaced_custom_object(
+                "machine.openshift.io", "v1beta1", "ns", "machinesets", "w", ops,
+                _content_type="application/json-patch+json", _preload_content=False)
+            path = object_path("machine.openshift.io", "v1beta1", "ns", "machinesets", "w")
+            await write_and_discard(api, "PATCH", path, ops, "application/json-patch+json")
+            answer["status"] = 409
+            with pytest.raises(ApiException) as refused:
+                await write_and_discard(api, "PATCH", path, ops, "application/json-patch+json")
+        finally:
+            await api.close()
+    assert refused.value.status == 409 and "the object has been modified" in str(refused.value.reason)
+    generated, lean, _ = seen
+    assert lean[:2] == generated[:2] == ("PATCH", "/apis/machine.openshift.io/v1beta1/namespaces/ns/machinesets/w")
+    assert lean[3] == generated[3] == ops
+    for header in ("Authorization", "Content-Type", "Accept", "User-Agent"):
+        assert lean[2][header] == generated[2][header], header
+    assert lean[2]["Authorization"] == "Bearer sekret"

@@ -14,7 +14,8 @@ from aiohttp import web
 from harness.fake_http import serving
 from kubernetes_asyncio.client import Configuration, CoordinationV1Api, CoreV1Api
 
-from bootimage_controller.kube.client import InstrumentedApiClient
+from bootimage_controller.constants import JSON_PATCH
+from bootimage_controller.kube.client import InstrumentedApiClient, object_path, write_and_discard
 from bootimage_controller.kube.fence import (
     NotLeader,
     UpgradeGateClosed,
@@ -72,6 +73,7 @@ async def test_writes_wait_for_leadership_reads_do_not(server: tuple[str, Record
             core.patch_namespaced_config_map("a", "ns", [{"op": "add", "path": "/data", "value": {}}]),
             core.replace_namespaced_config_map("a", "ns", configmap("a")),
             core.delete_namespaced_config_map("a", "ns"),
+            write_and_discard(api, "PATCH", object_path("", "v1", "ns", "configmaps", "a"), [], JSON_PATCH),
         ):
             with pytest.raises(NotLeader, match="lease lost"):
                 await write
