@@ -19,6 +19,7 @@ import structlog
 
 from .. import observability as obs
 from ..constants import ANNOTATION_HOT_LOOP, Action, Manager, Reason
+from ..core.capi.resources import capi_kind_key
 from ..core.claims import (
     LedgerEntry,
     hot_loop_check,
@@ -28,7 +29,7 @@ from ..core.claims import (
     target_fingerprint,
 )
 from ..core.cloud.facts import CloudFacts
-from ..core.context import PlanningContext
+from ..core.context import ClusterFacts, PlanningContext
 from ..core.lookups import plan_object, plan_verified
 from ..core.model import BootImageDecision
 from ..core.planner import is_our_owner_reference
@@ -43,7 +44,7 @@ from .event_rules import EventSink, conflict_event, deprecated_event, event_for,
 from .keys import CLAIMS_KEY, is_claimed, machine_key, split_key, uid_of
 from .kinds import MachineKind
 from .ledger import LedgerWriteFailed
-from .state import MachineOutcome, MachineSetState, WriteMemory
+from .state import MachineOutcome, MachineSetState, PlannedAhead, WriteMemory
 from .store import ClusterView, InformerStore
 from .templates import FencedTemplateRefresh, tell_template_sharers
 from .writer import now_utc
@@ -157,8 +158,17 @@ class MachineReconciler:
                 return await cloud(decisions[0])
 
             ask = ask_cloud
-        decisions = await plan_verified(lambda facts: [plan_object(obj, self.c.store, ctx, facts)], ctx.facts, ask)
+        decisions = await plan_verified(lambda facts: [self._plan_offline(obj, ctx, facts)], ctx.facts, ask)
         return decisions[0]
+
+    def _plan_offline(self, obj: Mapping[str, Any], ctx: PlanningContext, facts: ClusterFacts) -> BootImageDecision:
+        """The offline decision, taken from `_counts_ahead` when it planned this very version with
+        these very inputs. A pass's first write plans every other object; without this each one
+        was planned twice (about 50 of the 1,100 µs of CPU a patched MachineSet costs, issue 36)."""
+        ahead = self.memory.planned.pop(uid_of(obj), None)
+        if ahead is not None and ahead.answers(obj, ctx, facts):
+            return ahead.decision
+        return plan_object(obj, self.c.store, ctx, facts)
 
     async def _act(self, key: str, obj: dict[str, Any], decision: BootImageDecision,
                    ctx: PlanningContext, claim_warning: str | None) -> MachineSetState:
@@ -324,6 +334,8 @@ class MachineReconciler:
             decision = plan_object(other, self.c.store, ctx, ctx.facts)
             if decision.action is not Action.PATCH or decision.manager is not Manager.OURS:
                 continue
+            if capi_kind_key(other) is None:  # a Cluster API object's plan also reads the store
+                memory.planned[other_uid] = PlannedAhead(other, ctx, ctx.facts, decision)
             kept = holders.kept_hot_loop(other_uid, kind.scope)
             if kept is not None and kept.digest == target_digest(target_fingerprint(decision)):
                 continue

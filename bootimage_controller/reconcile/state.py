@@ -9,12 +9,15 @@ status reconciler, which keeps every key's last outcome and lends it out read-on
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..constants import Reason
 from ..core.claims import HotLoopRecord, LedgerEntry
 from ..core.companion import Disagreement
 from ..core.conflicts import WriterConflict
+from ..core.context import ClusterFacts, PlanningContext
 from ..core.model import BootImageDecision
 from ..kube.workqueue import ReconcileResult
 from ..vsphere.template_refresh import RefreshOutcome
@@ -80,6 +83,21 @@ class MachineOutcome:
     queue: ReconcileResult
 
 
+@dataclass(frozen=True, slots=True)
+class PlannedAhead:
+    """An offline decision and exactly what it was made from: the cached object (by identity; a new
+    version is a new object) and the planning inputs (by identity; they are rebuilt on any
+    cluster-wide change). Only for objects whose plan reads nothing else (Machine API kinds)."""
+
+    obj: Mapping[str, Any]
+    context: PlanningContext
+    facts: ClusterFacts
+    decision: BootImageDecision
+
+    def answers(self, obj: Mapping[str, Any], context: PlanningContext, facts: ClusterFacts) -> bool:
+        return self.obj is obj and self.context is context and self.facts is facts
+
+
 @dataclass
 class WriteMemory:
     """What the machine reconciler remembers between reconciles of a key, for its own writes only
@@ -96,6 +114,8 @@ class WriteMemory:
     counting: dict[str, LedgerEntry] = field(default_factory=dict)
     outages: dict[str, int] = field(default_factory=dict)  # key -> transient decisions in a row
     uids: dict[str, str] = field(default_factory=dict)  # key -> the uid last seen under it
+    # uid -> an offline decision made ahead of the object's own reconcile (see `PlannedAhead`).
+    planned: dict[str, PlannedAhead] = field(default_factory=dict)
 
     def seen(self, key: str, uid: str) -> None:
         """The object under `key` has `uid`: counts kept for an object of that name deleted and
@@ -117,3 +137,4 @@ class WriteMemory:
     def _forget_uid(self, uid: str) -> None:
         self.hot_loops.pop(uid, None)
         self.unsent.pop(uid, None)
+        self.planned.pop(uid, None)

@@ -30,11 +30,13 @@ from bootimage_controller.constants import (
     Reason,
 )
 from bootimage_controller.core.claims import HotLoopRecord, owner_reference, target_fingerprint
+from bootimage_controller.core.lookups import plan_object
 from bootimage_controller.core.model import MachineResource, Refusal
 from bootimage_controller.core.skew.verdict import SkewLimits
 from bootimage_controller.kube.api_errors import Invalid, conflict
 from bootimage_controller.kube.fence import NotLeader
 from bootimage_controller.reconcile import assembly as assembly_module
+from bootimage_controller.reconcile import machines as machines_module
 from bootimage_controller.reconcile import reporting
 from bootimage_controller.reconcile.assembly import Hooks, ReconcileOptions, Reconcilers, Writers, assemble
 from bootimage_controller.reconcile.claim_reconciler import ClaimGate, release_all_claims
@@ -284,6 +286,34 @@ async def test_a_fleet_wide_pass_counts_every_write_ahead_in_one_holder_write(ap
     kept = [value for name, value in writer.calls if name == "keep_hot_loop"]
     assert len(kept) == 1 and len(kept[0].split(",")) == 20
     assert len([c for c in writer.calls if c[0] == "patch"]) == 20
+    assert all(ctl.states[f"MachineSet/openshift-machine-api/{n}"].patched for n in names)
+
+
+async def test_a_pass_plans_each_machineset_once_unless_it_changed_after_the_counts(
+    api: ApiClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first write's counts ahead plan every other MachineSet; their own reconciles take that
+    decision rather than planning again, but only for the very version and inputs it was made
+    from: a MachineSet edited after the counts is planned again, and patched from its new version."""
+    planned: list[str] = []
+
+    def counting(obj: Any, *args: Any) -> Any:
+        planned.append(obj["metadata"]["name"])
+        return plan_object(obj, *args)
+
+    monkeypatch.setattr(machines_module, "plan_object", counting)
+    names = [f"ms-{i}" for i in range(10)]
+    ctl, writer, _ = make_controller(api, *(machineset(n) for n in names))
+    await ctl.reconcile("MachineSet/openshift-machine-api/ms-0")
+    assert sorted(planned) == sorted(names)  # ms-0 by its reconcile, the 9 others by the counts
+    informer = ctl.informers["MachineSet"]
+    informer._replace([o for o in informer.list() if o["metadata"]["name"] != "ms-5"] + [machineset("ms-5", rv="11")], "2")
+    planned.clear()
+    for n in names[1:]:
+        await ctl.reconcile(f"MachineSet/openshift-machine-api/{n}")
+    assert planned == ["ms-5"], "only the MachineSet that changed after the counts is planned again"
+    patched = [value for name, value in writer.calls if name == "patch"]
+    assert len(patched) == 10 and "11" in patched  # ms-5 from its new version
     assert all(ctl.states[f"MachineSet/openshift-machine-api/{n}"].patched for n in names)
 
 
