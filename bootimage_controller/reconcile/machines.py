@@ -83,6 +83,17 @@ class MachineReconciler:
         self.c = collaborators  # short: it is on every other line
         self.memory = WriteMemory()
 
+    def wrote(self, key: str, old: dict[str, Any]) -> bool:
+        """Whether a change of `key` from `old` is our own patch landing: our patches test the
+        resourceVersion they replace, so the version after `old` is ours when `old` is the one our
+        last patch of this key replaced, or the one a patch still waiting for its answer tests (a
+        fifth of the watch events came first). The triggers put these echoes behind the keys still
+        to be written. A patch in flight that loses to another writer fails its test and is planned
+        again from a fresh read at once, so that writer's change is never left unanswered."""
+        rv = resource_version(old)
+        memory = self.memory
+        return rv is not None and rv in (memory.superseded.get(key), memory.sending.get(key))
+
     async def reconcile(self, key: str) -> MachineOutcome:
         kind, namespace, name = split_key(key)
         memory = self.memory
@@ -288,6 +299,7 @@ class MachineReconciler:
                 # Counted, not yet written: their own reconcile finds the count there and reuses it.
                 memory.unsent.update(ahead)
             annotations = record_annotations(decision, hot, now_utc())
+            memory.sending[key] = resource.resource_version
             try:
                 with write_preconditions(self.c.cluster.upgrade_gate):
                     await scope.writer.patch_boot_image(obj, decision, annotations, holder)
@@ -301,6 +313,8 @@ class MachineReconciler:
                 memory.unsent[resource.uid] = entry
                 obs.PATCHES.labels(result=_refusal_label(exc)).inc()
                 raise
+            finally:
+                memory.sending.pop(key, None)
         memory.unsent.pop(resource.uid, None)
         obs.PATCHES.labels(result="applied").inc()
         memory.hot_loops[resource.uid] = hot

@@ -105,6 +105,8 @@ class WriteMemory:
 
     # key -> the resourceVersion our last patch replaced (the cache may still show it).
     superseded: dict[str, str] = field(default_factory=dict)
+    # key -> the resourceVersion a patch being sent tests (its watch event may come before its answer).
+    sending: dict[str, str] = field(default_factory=dict)
     # uid -> our last boot image write: still counts a hot loop when a writer that replaces the
     # whole object (PUT of an old copy) wipes the persisted record with it.
     hot_loops: dict[str, HotLoopRecord] = field(default_factory=dict)

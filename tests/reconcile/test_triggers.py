@@ -21,7 +21,7 @@ from bootimage_controller.constants import MACHINESET_KIND
 from bootimage_controller.reconcile.keys import CLAIMS_KEY, machine_key
 from bootimage_controller.reconcile.loop import KeyList
 from bootimage_controller.reconcile.store import MAPI_HOLDER
-from bootimage_controller.reconcile.triggers import Triggers
+from bootimage_controller.reconcile.triggers import OWN_WRITE_ECHO_DELAY, Triggers
 
 PSP = ("spec", "template", "spec", "providerSpec", "value")
 
@@ -109,6 +109,36 @@ def test_only_an_update_the_planner_reads_is_a_key() -> None:
     value["ami"] = {"id": "ami-0123456789abcdef0"}
     informers[MACHINESET_KIND].update(scaled, edited)
     assert list(sink.keys) == [machine_key(edited)]
+
+
+class DelayedKeys(KeyList):
+    """The daemon's work queue as the triggers see it: keys now, and keys after a delay."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.later: list[tuple[str, float]] = []
+
+    def add_after(self, key: str, delay: float) -> None:
+        self.later.append((key, delay))
+
+
+def test_the_echo_of_our_own_patch_waits_behind_the_keys_still_to_write() -> None:
+    """Our patch tests the resourceVersion it replaces, so a change from that version is our write
+    landing: its key comes back after OWN_WRITE_ECHO_DELAY, not at once. Any other change, the next
+    one after ours included, is a key at once."""
+    informers: dict[str, Recorder] = defaultdict(Recorder)
+    sink = DelayedKeys()
+    superseded = {"1"}  # the versions our patches replaced
+    t = Triggers(Store(), Cluster(), {}, sink, lambda: None,  # type: ignore[arg-type]
+                 own_write=lambda _key, old: old["metadata"]["resourceVersion"] in superseded)
+    t.attach(informers)  # type: ignore[arg-type]
+    ours, theirs = machineset(), machineset()
+    ours["metadata"].update(resourceVersion="2", annotations={"written": "by us"})
+    theirs["metadata"].update(resourceVersion="3", annotations={"written": "by someone else"})
+    informers[MACHINESET_KIND].update(machineset(), ours)
+    assert list(sink.keys) == [] and sink.later == [(machine_key(ours), OWN_WRITE_ECHO_DELAY)]
+    informers[MACHINESET_KIND].update(ours, theirs)
+    assert list(sink.keys) == [machine_key(theirs)]
 
 
 def test_cluster_inputs_replan_everything_only_when_they_change_what_is_planned() -> None:
