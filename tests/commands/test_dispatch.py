@@ -121,3 +121,24 @@ def test_aleph_report_reaches_the_agent(run: Run, monkeypatch: pytest.MonkeyPatc
                     "interval": 600.0, "once": True, "closed": True}
     assert run("aleph-report", "--node-name", "master-1", "--aleph-path", tmp_path, "--interval", "5").code == 0
     assert (seen["node"], seen["path"], seen["interval"], seen["once"]) == ("master-1", tmp_path, 5.0, False)
+
+
+def _command_parser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    found: argparse.ArgumentParser = sub.choices[name]
+    return found
+
+
+@pytest.mark.parametrize("name", ["plan", "run", "aleph-report", "release-claims", "rollback", "hand-over",
+                                  "hand-back", "fleet"])
+def test_the_parser_built_for_one_command_reads_it_as_the_whole_one_does(name: str) -> None:
+    """`main` builds only the command it is given (issue 36: argparse was 6 ms of every start); that
+    command's help, and so its arguments and defaults, must be the whole parser's, and a name that is
+    not a command gets every command (the top level's help and errors list them)."""
+    from bootimage_controller.commands.cli import build_parser
+
+    whole, one = build_parser(), build_parser(name)
+    assert _command_parser(one, name).format_help() == _command_parser(whole, name).format_help()
+    sub = next(a for a in one._actions if isinstance(a, argparse._SubParsersAction))
+    assert set(sub.choices) <= {name, "hand-over", "hand-back"}
+    assert build_parser("--help").format_help() == whole.format_help()
