@@ -26,7 +26,10 @@ DEFAULT_SIZES = (100, 1000, 5000)
 QUICK_SIZES = (100, 1000)
 PLANNER_SIZES = (10_000, 1_000)
 IDLE_SECONDS = 60.0
-DEFAULT_ROUNDS = 3
+# Larger fleets' rounds last 5-25 s each, so fewer: 5. With 3, one run's median at N = 5,000 went
+# from 1.03 to 1.22 between two full runs of the same code (the Go baseline's round 1: 20.4 s, then
+# 18.0 s); a median of 5 lets one slow round of the 5 pass unnoticed, as 15 do at N = 100.
+DEFAULT_ROUNDS = 5
 # A small fleet's runs last well under a second, where one slow request of the API server (a Go GC
 # pause, an etcd fsync) moves the ratio by 0.3: in three full runs the N = 100 rounds ranged from
 # 0.92 to 1.80, and the Go baseline alone from 0.27 to 0.62 s. Its rounds are cheap (about 10 s
