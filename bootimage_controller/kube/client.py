@@ -60,8 +60,8 @@ READ_BUFSIZE = 2**21
 TLS_READ_BUFFER = 64 * 1024
 
 _WRITE_VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch"}
-# The authentication setting every generated kubernetes_asyncio method names.
-_BEARER_TOKEN = "BearerToken"
+# The authentication setting every generated kubernetes_asyncio method names (and `CoreApi`'s).
+BEARER_TOKEN_AUTH = "BearerToken"
 
 
 class ClientConfigError(Exception):
@@ -341,7 +341,7 @@ async def write_and_discard(api: ApiClient, method: str, path: str, body: Any, c
     and the request metrics see it as they see every other request, and the bearer token comes
     from the same place the generated methods take it (refreshed when the kubeconfig says so)."""
     headers = {**api.default_headers, "Accept": "application/json", "Content-Type": content_type}
-    await api.update_params_for_auth(headers, [], [_BEARER_TOKEN])
+    await api.update_params_for_auth(headers, [], [BEARER_TOKEN_AUTH])
     url = f"{api.configuration.host}{path}"
     await read_json(await api.request(method, url, headers=headers, body=body, _preload_content=False), _discard)
 

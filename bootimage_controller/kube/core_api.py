@@ -17,6 +17,8 @@ from typing import Any
 
 from kubernetes_asyncio.client.exceptions import ApiTypeError
 
+from .client import BEARER_TOKEN_AUTH
+
 # Python keyword -> query parameter, in the order the generated client sends them.
 _QUERY = {
     "pretty": "pretty",
@@ -111,7 +113,7 @@ class CoreApi:
             answers[202] = model
         return self.api_client.call_api(
             path, method, dict(path_params), query, headers,
-            body=body, post_params=[], files={}, response_types_map=answers, auth_settings=["BearerToken"],
+            body=body, post_params=[], files={}, response_types_map=answers, auth_settings=[BEARER_TOKEN_AUTH],
             async_req=kwargs.get("async_req"), _return_http_data_only=True,
             _preload_content=kwargs.get("_preload_content", True), _request_timeout=kwargs.get("_request_timeout"),
             collection_formats={}, _request_auth=kwargs.get("_request_auth"),
