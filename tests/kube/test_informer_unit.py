@@ -442,7 +442,7 @@ async def test_source_constructors_pick_the_list_call_and_selectors() -> None:
 async def test_cached_objects_share_strings_and_drop_managed_fields(running: Any) -> None:
     spec = {"region": "us-east-1", "instanceType": "m6i.xlarge", "tags": [{"name": "kubernetes.io/cluster/x"}]}
     server = FakeServer(obj("a", 3, spec=spec))
-    informer = make(server)
+    informer = make(server, share_strings_from=0)
     running(informer)
     await eventually(lambda: len(server.watches) == 1)
     b = obj("b", 11, spec=spec)
@@ -457,6 +457,30 @@ async def test_cached_objects_share_strings_and_drop_managed_fields(running: Any
     assert cached_b["spec"]["region"] is a["spec"]["region"]
     assert cached_b["spec"]["tags"][0]["name"] is a["spec"]["tags"][0]["name"]
     assert next(k for k in cached_b if k == "metadata") is next(k for k in a if k == "metadata")
+
+
+async def test_strings_are_shared_from_the_threshold_on(running: Any) -> None:
+    # Sharing costs CPU per object and saves memory only in numbers: a small cache keeps what
+    # json.loads made, and the objects cached once the threshold is reached share their strings.
+    spec = {"region": "us-east-1"}
+    server = FakeServer(obj("a", 3, spec=spec))
+    informer = make(server, share_strings_from=2)
+    running(informer)
+    await eventually(lambda: len(server.watches) == 1)
+    b = obj("b", 11, spec=spec)
+    b["metadata"]["managedFields"] = [{"manager": "kubectl"}]
+    server.watches[0].send("ADDED", b)
+    await eventually(lambda: informer.get("ns/b") is not None)
+    a, cached_b = informer.get("ns/a"), informer.get("ns/b")
+    assert a is not None and cached_b is not None
+    assert "managedFields" not in cached_b["metadata"]  # dropped whether shared or not
+    assert cached_b["spec"] == a["spec"] and cached_b["spec"]["region"] is not a["spec"]["region"]
+    server.watches[0].send("ADDED", obj("c", 12, spec=spec))  # the cache holds 2: shared from here
+    server.watches[0].send("ADDED", obj("d", 13, spec=spec))
+    await eventually(lambda: informer.get("ns/d") is not None)
+    c, d = informer.get("ns/c"), informer.get("ns/d")
+    assert c is not None and d is not None
+    assert c["spec"]["region"] is d["spec"]["region"]
 
 
 def test_shared_strings_are_bounded_and_leave_long_values_alone() -> None:
