@@ -346,6 +346,17 @@ async def write_and_discard(api: ApiClient, method: str, path: str, body: Any, c
     await read_json(await api.request(method, url, headers=headers, body=body, _preload_content=False), _discard)
 
 
+async def read_path(api: ApiClient, path: str, timeout: float | None = None) -> Any:
+    """GET one API path and return its JSON as plain data; raise `ApiException` for a non-2xx
+    answer. Through `api.request`, as `write_and_discard`, for reads no generated method fits
+    (one discovery document) or whose models nobody needs."""
+    headers = {**api.default_headers, "Accept": "application/json"}
+    await api.update_params_for_auth(headers, [], [BEARER_TOKEN_AUTH])
+    url = f"{api.configuration.host}{path}"
+    return await read_json(await api.request("GET", url, headers=headers, _preload_content=False,
+                                             _request_timeout=timeout))
+
+
 async def send_and_discard(request: Awaitable[Any]) -> None:
     """Send a raw request (`_preload_content=False`), raise `ApiException` for a non-2xx answer,
     and drop the body unparsed. For writes whose answer nothing reads: decoding a MachineSet
