@@ -439,10 +439,11 @@ async def test_source_constructors_pick_the_list_call_and_selectors() -> None:
     await api.close()
 
 
-async def test_cached_objects_share_strings_and_drop_managed_fields(running: Any) -> None:
-    spec = {"region": "us-east-1", "instanceType": "m6i.xlarge", "tags": [{"name": "kubernetes.io/cluster/x"}]}
+async def listed_a_then_watched_b(running: Any, spec: dict[str, Any], share_strings_from: int,
+                                  ) -> tuple[Informer, FakeServer, dict[str, Any], dict[str, Any]]:
+    """An informer that listed `a` and then saw `b` (with managedFields) added by its watch."""
     server = FakeServer(obj("a", 3, spec=spec))
-    informer = make(server, share_strings_from=0)
+    informer = make(server, share_strings_from=share_strings_from)
     running(informer)
     await eventually(lambda: len(server.watches) == 1)
     b = obj("b", 11, spec=spec)
@@ -451,7 +452,13 @@ async def test_cached_objects_share_strings_and_drop_managed_fields(running: Any
     await eventually(lambda: informer.get("ns/b") is not None)
     a, cached_b = informer.get("ns/a"), informer.get("ns/b")
     assert a is not None and cached_b is not None
-    assert "managedFields" not in cached_b["metadata"]
+    assert "managedFields" not in cached_b["metadata"]  # dropped whether strings are shared or not
+    return informer, server, a, cached_b
+
+
+async def test_cached_objects_share_strings_and_drop_managed_fields(running: Any) -> None:
+    spec = {"region": "us-east-1", "instanceType": "m6i.xlarge", "tags": [{"name": "kubernetes.io/cluster/x"}]}
+    _, _, a, cached_b = await listed_a_then_watched_b(running, spec, share_strings_from=0)
     assert cached_b["spec"] == spec  # equal to what was read...
     # ...with one copy of each string, though list and watch event were separate documents.
     assert cached_b["spec"]["region"] is a["spec"]["region"]
@@ -463,17 +470,7 @@ async def test_strings_are_shared_from_the_threshold_on(running: Any) -> None:
     # Sharing costs CPU per object and saves memory only in numbers: a small cache keeps what
     # json.loads made, and the objects cached once the threshold is reached share their strings.
     spec = {"region": "us-east-1"}
-    server = FakeServer(obj("a", 3, spec=spec))
-    informer = make(server, share_strings_from=2)
-    running(informer)
-    await eventually(lambda: len(server.watches) == 1)
-    b = obj("b", 11, spec=spec)
-    b["metadata"]["managedFields"] = [{"manager": "kubectl"}]
-    server.watches[0].send("ADDED", b)
-    await eventually(lambda: informer.get("ns/b") is not None)
-    a, cached_b = informer.get("ns/a"), informer.get("ns/b")
-    assert a is not None and cached_b is not None
-    assert "managedFields" not in cached_b["metadata"]  # dropped whether shared or not
+    informer, server, a, cached_b = await listed_a_then_watched_b(running, spec, share_strings_from=2)
     assert cached_b["spec"] == a["spec"] and cached_b["spec"]["region"] is not a["spec"]["region"]
     server.watches[0].send("ADDED", obj("c", 12, spec=spec))  # the cache holds 2: shared from here
     server.watches[0].send("ADDED", obj("d", 13, spec=spec))
