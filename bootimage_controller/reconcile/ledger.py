@@ -41,6 +41,10 @@ class HotLoopLedger:
         self._lock = asyncio.Lock()  # one holder write at a time
         self._pending: dict[str, str | None] = {}
         self._next: asyncio.Future[None] | None = None
+        # The group being written and the future its waiters share: an entry it already carries
+        # waits for it rather than being written again in the next group.
+        self._flying: dict[str, str | None] = {}
+        self._flying_done: asyncio.Future[None] | None = None
         # key -> the value written (None: removed); parsed when asked, as most are never asked again
         self._written: dict[str, str | None] = {}
         self.commits = 0  # holder writes sent, for the logs and the tests of the batching
@@ -56,8 +60,20 @@ class HotLoopLedger:
         every caller it carried gets that write's own error (an `ApiError`, `NotLeader` from the
         write fence, a broken connection), as from a write of its own; `LedgerWriteFailed` when
         it was cancelled. Either way nothing is known to be kept: do not send the patch."""
-        if not entries:
-            return
+        carried = self._flying_done if any(self._carries(k, v) for k, v in entries.items()) else None
+        rest = {k: v for k, v in entries.items() if not self._carries(k, v)}
+        if rest:
+            await self._keep_in_next_group(rest)
+        if carried is not None:
+            # The pass's first workers all arrive while the holder write counting them ahead is in
+            # flight: each of their patches goes as soon as that write is answered, not one
+            # holder write later (issue 36).
+            await asyncio.shield(carried)
+
+    def _carries(self, key: str, value: str | None) -> bool:
+        return self._flying_done is not None and key in self._flying and self._flying[key] == value
+
+    async def _keep_in_next_group(self, entries: Mapping[str, str | None]) -> None:
         self._pending.update(entries)
         if self._next is None:
             self._next = asyncio.get_running_loop().create_future()
@@ -70,6 +86,7 @@ class HotLoopLedger:
 
     async def _write_group(self, done: asyncio.Future[None]) -> None:
         group, self._pending, self._next = self._pending, {}, None
+        self._flying, self._flying_done = group, done
         self.commits += 1
         try:
             await self._commit(group)
@@ -82,5 +99,7 @@ class HotLoopLedger:
             done.set_exception(LedgerWriteFailed("the claim holder write carrying this count was cancelled"))
             done.exception()
             raise  # cancelled (shutdown): the writer's own task ends as asked
+        finally:
+            self._flying, self._flying_done = {}, None
         self._written.update(group)
         done.set_result(None)

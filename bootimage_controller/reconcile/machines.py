@@ -281,9 +281,9 @@ class MachineReconciler:
                 # sent, the first one included (a crash between the two over-counts by one,
                 # never under-counts). With it, the counts of every other write the pass is about
                 # to make: one holder write for a fleet-wide pass, not one per MachineSet.
-                # A count another worker's holder write already carries (in flight) is kept with
-                # ours without planning the fleet again: the pass's first workers all arrive here
-                # before the first holder write is answered.
+                # A count another worker's holder write already carries (in flight) waits for
+                # that write, without planning the fleet again or writing it a second time: the
+                # pass's first workers all arrive here before the first holder write is answered.
                 ahead = {} if memory.counting.get(resource.uid) == entry else self._counts_ahead(key, resource.uid)
                 memory.counting.update(ahead)
                 try:

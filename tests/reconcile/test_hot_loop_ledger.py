@@ -50,6 +50,28 @@ async def test_concurrent_workers_share_holder_writes_and_each_returns_only_once
     assert known and entry == LedgerEntry(target_digest("3"), 1)
 
 
+async def test_an_entry_the_write_in_flight_carries_waits_for_it_and_is_not_written_again() -> None:
+    """The pass's first worker keeps every other worker's count ahead with its own: the others,
+    arriving while that write is in flight, return when it is answered (one holder write, not
+    two), and only an entry it does not carry, or carries with another value, is written after."""
+    holder = SlowHolder()
+    ledger = HotLoopLedger(holder.commit)
+    ahead = {f"hot-loop.{c}": "1:" + c * 16 for c in "abc"}
+    first = asyncio.create_task(ledger.keep(ahead))
+    await asyncio.sleep(0)  # the group {a, b, c} is in flight
+    b = asyncio.create_task(ledger.keep({"hot-loop.b": ahead["hot-loop.b"]}))
+    c = asyncio.create_task(ledger.keep({"hot-loop.c": ahead["hot-loop.c"]}))
+    await asyncio.wait({b, c}, timeout=0.005)  # not before the holder has them
+    assert not b.done() and not c.done() and not holder.writes
+    await asyncio.gather(first, b, c)
+    assert holder.writes == [ahead]
+    recount = {"hot-loop.a": "2:" + "a" * 16}  # another value: a write of its own
+    second = asyncio.create_task(ledger.keep({"hot-loop.d": "1:" + "d" * 16}))
+    await asyncio.sleep(0)  # {d} in flight
+    await asyncio.gather(second, ledger.keep({**recount, "hot-loop.d": "1:" + "d" * 16}))
+    assert holder.writes[1:] == [{"hot-loop.d": "1:" + "d" * 16}, recount]
+
+
 async def test_a_failed_holder_write_fails_every_waiter_it_carried_with_its_own_error() -> None:
     """Each caller sees the holder write's error as if it were its own write's (an `ApiError`,
     `NotLeader` from the write fence), so callers keep one vocabulary of write failures."""
@@ -59,6 +81,10 @@ async def test_a_failed_holder_write_fails_every_waiter_it_carried_with_its_own_
     results = await asyncio.gather(*(ledger.keep({f"hot-loop.{i}": "1:" + "0" * 16}) for i in range(5)),
                                    return_exceptions=True)
     assert all(r is refused for r in results), results
+    first = asyncio.create_task(ledger.keep({"hot-loop.0": "1:" + "0" * 16, "hot-loop.1": "1:" + "1" * 16}))
+    await asyncio.sleep(0)  # in flight: a waiter it carries fails with it
+    carried = await asyncio.gather(first, ledger.keep({"hot-loop.1": "1:" + "1" * 16}), return_exceptions=True)
+    assert carried == [refused, refused]
     assert ledger.written("hot-loop.0") == (False, None)
     holder.fail = None
     await ledger.keep({"hot-loop.0": "1:" + "0" * 16})  # the ledger works again afterwards
