@@ -353,8 +353,11 @@ class MachineReconciler:
             kept = holders.kept_hot_loop(other_uid, kind.scope)
             if kept is not None and kept.digest == target_digest(target_fingerprint(decision)):
                 continue
-            hot = hot_loop_check(kind.resource(other).annotations, decision, memory.hot_loops.get(other_uid),
-                                 kept, memory.unsent.get(other_uid))
+            # The planner parsed the object to say PATCH, its annotations included: read them as
+            # they are rather than parse it all again (25 us each, before the pass's first patch).
+            annotations = (other.get("metadata") or {}).get("annotations") or {}
+            hot = hot_loop_check(annotations, decision, memory.hot_loops.get(other_uid), kept,
+                                 memory.unsent.get(other_uid))
             if hot is not None and hot.count == 1:
                 ahead[other_uid] = hot.ledger_entry()
         return ahead
