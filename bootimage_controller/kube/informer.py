@@ -31,7 +31,7 @@ import json
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -361,6 +361,7 @@ class Informer:
         items: builtins.list[KubeObject] = []
         cont: str | None = None
         rv: str | None = None
+        share = False
         while True:
             kwargs: dict[str, Any] = {
                 **self.source.selectors(),
@@ -377,7 +378,8 @@ class Informer:
             # never lives twice (decoded and cached), which was the peak of a 5,000 list.
             raw = page.pop("items", None) or []
             meta = page.get("metadata") or {}
-            share = len(items) + len(raw) >= self.share_strings_from or bool(meta.get("continue"))
+            # Once a page was shared, so is the rest of the list: one list is one cache's worth.
+            share = share or self._list_total(len(items) + len(raw), meta) >= self.share_strings_from
             raw.reverse()
             while raw:
                 item = raw.pop()
@@ -389,6 +391,16 @@ class Informer:
             cont = meta.get("continue")
             if not cont:
                 return items, rv
+
+    @staticmethod
+    def _list_total(so_far: int, meta: Mapping[str, Any]) -> float:
+        """How many objects a paged list holds: `so_far` and the server's `remainingItemCount`;
+        unbounded when more pages follow and it does not say how many (then strings are shared:
+        the list is at least a page long, and memory is the safe side)."""
+        if not meta.get("continue"):
+            return so_far
+        remaining = meta.get("remainingItemCount")
+        return so_far + remaining if isinstance(remaining, int) else float("inf")
 
     def _mark_forbidden(self, error: str) -> None:
         if not self.forbidden:

@@ -83,6 +83,7 @@ class FakeServer:
         self.list_errors: list[int] = []
         self.watch_errors: list[int] = []
         self.page_size: int | None = None
+        self.remaining_counts = True  # pages say how many objects follow, as the API server's do
 
     async def list_fn(self, *args: Any, **kwargs: Any) -> FakeResponse:
         self.calls.append({"args": args, **kwargs})
@@ -106,6 +107,8 @@ class FakeServer:
             start = int(kwargs.get("_continue") or 0)
             if start + self.page_size < len(items):
                 meta["continue"] = str(start + self.page_size)
+                if self.remaining_counts:
+                    meta["remainingItemCount"] = len(items) - start - self.page_size
             items = items[start : start + self.page_size]
         return FakeResponse(200, {"kind": self.kind, "apiVersion": "v1", "metadata": meta, "items": items})
 
@@ -357,6 +360,21 @@ async def test_paged_list_collects_every_page(running: Any) -> None:
     assert await informer.wait_synced(WAIT)
     assert len(informer) == 7
     assert [c.get("_continue") for c in server.lists()] == [None, "3", "6"]
+
+
+@pytest.mark.parametrize(("share_from", "remaining_counts", "shared"),
+                         [(7, True, True), (8, True, False), (8, False, True)])
+async def test_a_paged_list_shares_strings_by_its_whole_size(running: Any, share_from: int, remaining_counts: bool,
+                                                             shared: bool) -> None:
+    # The first page already knows the list's size from `remainingItemCount`; without it, a list
+    # that needs more than one page is taken to be large.
+    server = FakeServer(*(obj(f"o{i}", i, spec={"region": "us-east-1"}) for i in range(7)))
+    server.page_size, server.remaining_counts = 3, remaining_counts
+    informer = running(make(server, share_strings_from=share_from))
+    assert await informer.wait_synced(WAIT)
+    first, last = informer.get("ns/o0"), informer.get("ns/o6")
+    assert first is not None and last is not None
+    assert (first["spec"]["region"] is last["spec"]["region"]) is shared
 
 
 async def test_failing_handler_does_not_stop_other_handlers_or_the_cache(running: Any) -> None:
