@@ -41,8 +41,8 @@ class HotLoopLedger:
         self._lock = asyncio.Lock()  # one holder write at a time
         self._pending: dict[str, str | None] = {}
         self._next: asyncio.Future[None] | None = None
-        # The group being written and the future its waiters share: an entry it already carries
-        # waits for it rather than being written again in the next group.
+        # The group being written (empty when none is) and the future its waiters share: an entry
+        # it already carries waits for it rather than being written again in the next group.
         self._flying: dict[str, str | None] = {}
         self._flying_done: asyncio.Future[None] | None = None
         # key -> the value written (None: removed); parsed when asked, as most are never asked again
@@ -60,8 +60,8 @@ class HotLoopLedger:
         every caller it carried gets that write's own error (an `ApiError`, `NotLeader` from the
         write fence, a broken connection), as from a write of its own; `LedgerWriteFailed` when
         it was cancelled. Either way nothing is known to be kept: do not send the patch."""
-        carried = self._flying_done if any(self._carries(k, v) for k, v in entries.items()) else None
-        rest = {k: v for k, v in entries.items() if not self._carries(k, v)}
+        rest = {k: v for k, v in entries.items() if k not in self._flying or self._flying[k] != v}
+        carried = self._flying_done if len(rest) < len(entries) else None
         if rest:
             await self._keep_in_next_group(rest)
         if carried is not None:
@@ -69,9 +69,6 @@ class HotLoopLedger:
             # flight: each of their patches goes as soon as that write is answered, not one
             # holder write later (issue 36).
             await asyncio.shield(carried)
-
-    def _carries(self, key: str, value: str | None) -> bool:
-        return self._flying_done is not None and key in self._flying and self._flying[key] == value
 
     async def _keep_in_next_group(self, entries: Mapping[str, str | None]) -> None:
         self._pending.update(entries)
