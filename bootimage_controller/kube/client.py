@@ -340,21 +340,23 @@ async def write_and_discard(api: ApiClient, method: str, path: str, body: Any, c
     (issue 36). The request still goes through `api.request`, so the rate limit, the Lease fence
     and the request metrics see it as they see every other request, and the bearer token comes
     from the same place the generated methods take it (refreshed when the kubeconfig says so)."""
-    headers = {**api.default_headers, "Accept": "application/json", "Content-Type": content_type}
-    await api.update_params_for_auth(headers, [], [BEARER_TOKEN_AUTH])
-    url = f"{api.configuration.host}{path}"
-    await read_json(await api.request(method, url, headers=headers, body=body, _preload_content=False), _discard)
+    await read_json(await _send(api, method, path, {"Content-Type": content_type}, body=body), _discard)
 
 
 async def read_path(api: ApiClient, path: str, timeout: float | None = None) -> Any:
     """GET one API path and return its JSON as plain data; raise `ApiException` for a non-2xx
     answer. Through `api.request`, as `write_and_discard`, for reads no generated method fits
     (one discovery document) or whose models nobody needs."""
-    headers = {**api.default_headers, "Accept": "application/json"}
+    return await read_json(await _send(api, "GET", path, {}, _request_timeout=timeout))
+
+
+async def _send(api: ApiClient, method: str, path: str, headers: dict[str, str], **options: Any) -> Any:
+    """`api.request` for an API path, with the JSON and bearer-token headers the generated methods
+    send; the raw response (`_preload_content=False`)."""
+    headers = {**api.default_headers, "Accept": "application/json", **headers}
     await api.update_params_for_auth(headers, [], [BEARER_TOKEN_AUTH])
-    url = f"{api.configuration.host}{path}"
-    return await read_json(await api.request("GET", url, headers=headers, _preload_content=False,
-                                             _request_timeout=timeout))
+    return await api.request(method, f"{api.configuration.host}{path}", headers=headers, _preload_content=False,
+                             **options)
 
 
 async def send_and_discard(request: Awaitable[Any]) -> None:
