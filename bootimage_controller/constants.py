@@ -29,6 +29,12 @@ CPMS_VERSION: Final = "v1"
 CPMS_PLURAL: Final = "controlplanemachinesets"
 CPMS_KIND: Final = "ControlPlaneMachineSet"
 CPMS_NAME: Final = "cluster"
+# Machines (boot verification, SPEC section 3b): what a MachineSet creates, and how a Node names its
+# Machine.
+MACHINE_VERSION: Final = "v1beta1"
+MACHINE_PLURAL: Final = "machines"
+MACHINE_KIND: Final = "Machine"
+MACHINE_NODE_ANNOTATION: Final = "machine.openshift.io/machine"
 
 # Cluster API (issue 16, docs/capi.md). CAPI kinds share names with the Machine API's, so inside the
 # controller (informer roles, decision `kind`, keys) they go by `Kind.group`, as kubectl spells them.
@@ -132,6 +138,16 @@ ANNOTATION_ALEPH_VERSION: Final = f"{_MCO}/aleph-version"
 ANNOTATION_REPLACES: Final = f"{_MCO}/boot-image-replaces"
 # An administrator hands a MachineSet to this controller (value `bootimage-controller`, SPEC rule 2b).
 ANNOTATION_BOOT_IMAGE_MANAGER: Final = f"{_MCO}/boot-image-manager"
+# Boot verification (SPEC section 3b): the verdict on a MachineSet's boot image (JSON), and the
+# canary opt-in (annotation, value `Enabled`) and label (on a canary Machine: its MachineSet).
+ANNOTATION_BOOT_IMAGE_VERIFIED: Final = f"{_MCO}/boot-image-verified"
+ANNOTATION_BOOT_IMAGE_CANARY: Final = f"{_MCO}/boot-image-canary"
+LABEL_BOOT_IMAGE_CANARY: Final = f"{_MCO}/boot-image-canary"
+BOOT_IMAGE_CANARY_ENABLED: Final = "Enabled"
+# How long a Machine whose instance runs may go without a Node before its image counts as failed
+# (`run --first-boot-timeout`). MachineHealthCheck's nodeStartupTimeout defaults to 10m on
+# OpenShift; a first boot also pulls and pivots to the release's OS image, hence twice that.
+DEFAULT_FIRST_BOOT_TIMEOUT: Final = 20 * 60.0
 
 # --- other managers of MachineSets (SPEC section 2 rule 2b, docs/install.md "Who updates what") ----
 # Hive's MachinePool controller labels the MachineSets it keeps on a spoke cluster with its pool.
@@ -328,6 +344,9 @@ class Reason(StrEnum):
     # The cloud says the target image is deprecated (AWS DeprecationTime past, GCP deprecated.state):
     # never written (issue 34, item 4).
     TARGET_IMAGE_DEPRECATED = "TargetImageDeprecated"
+    # The golden image failed its first boot on this MachineSet and was rolled back: never written
+    # to it again while the golden data names it (SPEC section 3b).
+    TARGET_IMAGE_FAILED_FIRST_BOOT = "TargetImageFailedFirstBoot"
     CLOUD_UNAVAILABLE = "CloudUnavailable"
     HOT_LOOP = "HotLoop"
     USER_DATA_INVALID = "UserDataInvalid"
@@ -362,6 +381,7 @@ ACTIONABLE_SKIPS: Final = frozenset(
         Reason.MARKETPLACE_IMAGE_NOT_FOUND,
         Reason.TARGET_IMAGE_NOT_FOUND,
         Reason.TARGET_IMAGE_DEPRECATED,
+        Reason.TARGET_IMAGE_FAILED_FIRST_BOOT,
         Reason.OVA_UNAVAILABLE,
     }
 )
@@ -431,6 +451,10 @@ EVENT_CLAIM_HOLDS_UPGRADES: Final = "BootImageClaimWouldHoldUpgrades"
 EVENT_WRITER_CONFLICT: Final = "BootImageWriterConflict"
 # The cloud says the image a MachineSet boots now is deprecated: scale-up may fail (SPEC section 6).
 EVENT_DEPRECATED: Final = "BootImageDeprecated"
+# Boot verification (SPEC section 3b).
+EVENT_FIRST_BOOT_FAILED: Final = "BootImageFirstBootFailed"
+EVENT_VERIFIED: Final = "BootImageVerified"
+EVENT_ROLLED_BACK: Final = "BootImageRolledBack"
 EVENT_COMPONENT: Final = "bootimage-controller"
 # The events.k8s.io/v1 `note` limit; core/v1 has none, but a longer message helps nobody.
 MAX_EVENT_MESSAGE: Final = 1024
@@ -448,6 +472,9 @@ METRIC_CLUSTER_BOOT_IMAGE: Final = "bootimage_controller_cluster_boot_image"  # 
 METRIC_DISAGREEMENTS: Final = "bootimage_controller_disagreements"
 METRIC_WRITER_CONFLICTS: Final = "bootimage_controller_writer_conflicts"
 METRIC_DEPRECATED: Final = "bootimage_controller_boot_image_deprecated"
+# Boot verification (SPEC section 3b): 1 verified, 0 unverified, -1 failed; failures counted.
+METRIC_BOOT_IMAGE_VERIFIED: Final = "bootimage_controller_boot_image_verified"
+METRIC_FIRST_BOOT_FAILURES: Final = "bootimage_controller_first_boot_failures"  # _total appended
 # Per pool, for fleets that aggregate (Thanos, ACM Observability): which boot image, how old, how far behind.
 METRIC_POOL_BOOT_IMAGE: Final = "bootimage_controller_machineset_boot_image"  # _info appended
 METRIC_POOL_BOOT_IMAGE_AGE: Final = "bootimage_controller_machineset_boot_image_age_seconds"

@@ -8,7 +8,6 @@ image straight back, and the two would hot-loop. Remove that annotation to resum
 from __future__ import annotations
 
 import json
-import re
 from datetime import UTC, datetime
 from typing import Any
 
@@ -27,9 +26,10 @@ from ..constants import (
     CLAIM_HOLDER_NAMESPACE,
     MACHINESET_KIND,
 )
-from ..core.capi.resources import INFRA_REF_NAME_PATH, CapiObject, capi_kind_key
+from ..core.capi.resources import INFRA_REF_NAME_PATH
 from ..core.claims import boot_image_patch
-from ..core.model import FieldChange, JsonPath, MachineResource, dotted, get_path
+from ..core.model import dotted, get_path
+from ..core.rollback import rollback_changes
 from ..core.times import format_time
 from ..errors import InputError
 from ..kube.api_errors import ApiError, Conflict, NotFound
@@ -38,38 +38,6 @@ from ..kube.core_api import CoreApi
 from ..reconcile.writer import MachineSetWriter
 
 log = structlog.get_logger(__name__)
-
-_SEGMENT = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
-
-
-def parse_dotted(path: str) -> JsonPath:
-    """Inverse of `model.dotted`: `spec.disks[0].image` -> ("spec", "disks", 0, "image")."""
-    out: list[str | int] = []
-    for name, index in _SEGMENT.findall(path):
-        out.append(int(index) if index else name)
-    return tuple(out)
-
-
-def rollback_changes(obj: dict[str, Any], field: str) -> tuple[list[FieldChange], Any]:
-    """The change restoring the previous value, and that value. Raises InputError when impossible."""
-    resource: MachineResource | CapiObject = (
-        CapiObject.from_object(obj) if capi_kind_key(obj) is not None else MachineResource.from_object(obj)
-    )
-    raw = resource.annotations.get(ANNOTATION_PREVIOUS)
-    if not raw:
-        raise InputError(resource.display, f"metadata.annotations[{ANNOTATION_PREVIOUS!r}]", "no previous boot image recorded")
-    try:
-        previous = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise InputError(resource.display, f"metadata.annotations[{ANNOTATION_PREVIOUS!r}]", f"not JSON: {exc.msg}") from None
-    path = parse_dotted(field)
-    current = get_path(obj, path)
-    if current is None:
-        raise InputError(resource.display, field, "the boot image field is missing")
-    if current == previous:
-        return [], previous
-    return [FieldChange(path, current, previous)], previous
-
 
 async def rollback_machineset(api: Any, namespace: str, name: str, *, dry_run: bool = False) -> int:
     """A Machine API MachineSet, or (namespace openshift-cluster-api) a Cluster API MachineSet:

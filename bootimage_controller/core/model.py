@@ -9,6 +9,7 @@ handed to a writer without anyone mutating it on the way.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -46,6 +47,17 @@ def dotted(path: JsonPath) -> str:
         else:
             out += f".{part}" if out else part
     return out
+
+
+_SEGMENT = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+
+
+def parse_dotted(path: str) -> JsonPath:
+    """Inverse of `dotted`: `spec.disks[0].image` -> ("spec", "disks", 0, "image")."""
+    out: list[str | int] = []
+    for name, index in _SEGMENT.findall(path):
+        out.append(int(index) if index else name)
+    return tuple(out)
 
 
 @dataclass(frozen=True)

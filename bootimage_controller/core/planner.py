@@ -12,6 +12,7 @@ from typing import Any
 
 from ..constants import (
     ANNOTATION_AUTOSCALER_LABELS,
+    ANNOTATION_BOOT_IMAGE_VERIFIED,
     CLAIM_HOLDER_NAME,
     CPMS_KIND,
     CPMS_PLATFORMS,
@@ -35,6 +36,7 @@ from .model import BootImageDecision, MachineResource, dotted, get_path, is_mapp
 from .providers import rules_for_platform
 from .providers._common import release_rhel_major
 from .providers.base import Failure, RuleContext, Skip, Target
+from .verification import BootVerdict, image_label
 
 
 def plan_all(
@@ -291,6 +293,9 @@ class _Planner:
         }
         if t.current == t.target:
             return self.decision(Action.NOOP, Reason.UP_TO_DATE, f"{self.r.display} boots the golden image", **extra)
+        failed = self._failed_first_boot(t)
+        if failed:
+            return self.decision(Action.SKIP, Reason.TARGET_IMAGE_FAILED_FIRST_BOOT, failed, **extra)
         change = self._major_change(t)
         if change:
             return self.decision(Action.SKIP, Reason.STREAM_CHANGE_REQUIRES_LABEL, change, **extra)
@@ -300,6 +305,19 @@ class _Planner:
             f"{self.r.display}: boot image {t.current_release or 'unknown release'} -> {t.target_release or 'golden'}",
             changes=t.changes,
             **extra,
+        )
+
+    def _failed_first_boot(self, t: Target) -> str | None:
+        """SPEC section 3b: a golden image this controller rolled back from after its first boot
+        failed here is not written to this MachineSet again while the golden data names it."""
+        recorded = BootVerdict.from_annotations(self.r.annotations)
+        image = image_label(t.target)
+        if recorded is None or image is None or image not in recorded.failed_images:
+            return None
+        return (
+            f"{self.r.display}: the golden boot image {image} failed its first boot here and was rolled back; "
+            "it is not written again while the golden data names it (see annotation "
+            f"{ANNOTATION_BOOT_IMAGE_VERIFIED}; a new golden image is written as usual)"
         )
 
     def _major_change(self, t: Target) -> str | None:
