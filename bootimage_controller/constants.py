@@ -381,7 +381,6 @@ ACTIONABLE_SKIPS: Final = frozenset(
         Reason.MARKETPLACE_IMAGE_NOT_FOUND,
         Reason.TARGET_IMAGE_NOT_FOUND,
         Reason.TARGET_IMAGE_DEPRECATED,
-        Reason.TARGET_IMAGE_FAILED_FIRST_BOOT,
         Reason.OVA_UNAVAILABLE,
     }
 )

@@ -34,10 +34,12 @@ from prometheus_client.core import GaugeMetricFamily
 
 from .constants import (
     METRIC_API_REQUESTS,
+    METRIC_BOOT_IMAGE_VERIFIED,
     METRIC_CLUSTER_BOOT_IMAGE,
     METRIC_DEPRECATED,
     METRIC_DISAGREEMENTS,
     METRIC_EVENTS_PENDING,
+    METRIC_FIRST_BOOT_FAILURES,
     METRIC_LEADER,
     METRIC_MACHINESETS,
     METRIC_OVA_DOWNLOAD_BYTES,
@@ -309,6 +311,20 @@ DEPRECATED = Gauge(
     METRIC_DEPRECATED,
     "1 for each MachineSet whose current boot image the cloud says is deprecated (AWS DeprecationTime past, "
     "GCP deprecated.state); Event BootImageDeprecated.",
+    ["namespace", "name", "kind"],
+    registry=REGISTRY,
+)
+BOOT_IMAGE_VERIFIED = Gauge(
+    METRIC_BOOT_IMAGE_VERIFIED,
+    "Whether a node booted from the MachineSet's boot image joined: 1 verified, 0 unverified, -1 failed "
+    "(SPEC section 3b; Events BootImageVerified, BootImageFirstBootFailed).",
+    ["namespace", "name", "kind"],
+    registry=REGISTRY,
+)
+FIRST_BOOT_FAILURES = Counter(
+    METRIC_FIRST_BOOT_FAILURES,
+    "Boot images found failing their first boot (a Machine refused for its image, or an instance without a "
+    "Node past --first-boot-timeout), per MachineSet.",
     ["namespace", "name", "kind"],
     registry=REGISTRY,
 )

@@ -28,6 +28,7 @@ from ..constants import (
     ARGOCD_DEFAULT_INSTANCE_LABEL,
     DEFAULT_CLUSTER_OPERATOR,
     DEFAULT_DISAGREEMENT_GRACE,
+    DEFAULT_FIRST_BOOT_TIMEOUT,
     DEFAULT_OCP_SKEW_LIMIT,
     DEFAULT_OVA_CACHE_DIR,
     DEFAULT_RESYNC_PERIOD,
@@ -265,6 +266,12 @@ def _add_run(sub: Any) -> None:
     p.add_argument("--disagreement-grace", type=duration_arg, default=DEFAULT_DISAGREEMENT_GRACE, metavar="DURATION",
                    help="how long an MCO-managed MachineSet may stay on another boot image than ours after the "
                         "MCO's pass before Event BootImageDisagreement (default: 40m, the MCO's longest resync)")
+    p.add_argument("--first-boot-timeout", type=duration_arg, default=DEFAULT_FIRST_BOOT_TIMEOUT, metavar="DURATION",
+                   help="how long a Machine whose instance runs may go without a Node before its boot image "
+                        "counts as failed (default: 20m)")
+    p.add_argument("--no-rollback-on-failed-boot", dest="rollback_on_failed_boot", action="store_false",
+                   help="report a boot image this controller wrote that failed its first boot, without rolling "
+                        "it back")
     p.add_argument("--resync-period", type=duration_arg, default=DEFAULT_RESYNC_PERIOD, metavar="DURATION",
                    help="plan every MachineSet again at least this often, so an outage that ended is noticed "
                         "without an edit (default: 10m; a settled fleet writes nothing)")

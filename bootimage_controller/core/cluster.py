@@ -38,6 +38,9 @@ from ..constants import (
     KUBE_TO_RPM_ARCH,
     LABEL_ARCH,
     MACHINE_API_GROUP,
+    MACHINE_KIND,
+    MACHINE_PLURAL,
+    MACHINE_VERSION,
     MACHINECONFIGURATION_KIND,
     MACHINECONFIGURATION_NAME,
     MACHINECONFIGURATION_PLURAL,
@@ -118,6 +121,15 @@ TEMPLATE_READS: tuple[ClusterRead, ...] = tuple(
     for kind, (version, plural) in INFRA_TEMPLATES.items()
 )
 CLUSTER_READS: tuple[ClusterRead, ...] = (*_CORE_READS, *CAPI_READS, *TEMPLATE_READS)
+# Boot verification (SPEC section 3b): the Machines of the Machine API and every Node's Ready
+# condition. The daemon's only: it records each verdict on the MachineSet (`boot-image-verified`),
+# which is what `plan` and `fleet` read, so they need not list every Machine and Node of a cluster.
+VERIFICATION_READS: tuple[ClusterRead, ...] = (
+    ClusterRead("machines", MACHINE_API_GROUP, MACHINE_VERSION, MACHINE_KIND, MACHINE_PLURAL, MAPI_NAMESPACE,
+                used_for="boot verification: the Machines of every MachineSet, their phase, Node and boot image"),
+    ClusterRead("nodes", "", "v1", "Node", "nodes",
+                used_for="boot verification: whether a Machine's Node is Ready"),
+)
 MACHINE_READS = tuple(r for r in CLUSTER_READS if r.group == MACHINE_API_GROUP and r.kind in (MACHINESET_KIND, CPMS_KIND))
 NODE_READS = tuple(r for r in CLUSTER_READS if r.kind == "Node")
 
@@ -135,9 +147,9 @@ def daemon_reads(platform: str | None) -> tuple[ClusterRead, ...]:
     none; an unknown platform (the Infrastructure could not be read) watches all four, as before.
     """
     if platform is None:
-        return CLUSTER_READS
+        return (*CLUSTER_READS, *VERIFICATION_READS)
     kind = PLATFORM_TEMPLATE_KIND.get(platform)
-    return (*_CORE_READS, *CAPI_READS, *(r for r in TEMPLATE_READS if r.kind == kind))
+    return (*_CORE_READS, *CAPI_READS, *(r for r in TEMPLATE_READS if r.kind == kind), *VERIFICATION_READS)
 
 
 @dataclass(frozen=True)

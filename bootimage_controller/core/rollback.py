@@ -5,12 +5,23 @@ roll back of a failed image both build their patch from `rollback_changes`."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
-from ..constants import ANNOTATION_PREVIOUS
+from ..constants import (
+    ANNOTATION_BOOT_IMAGE_VERIFIED,
+    ANNOTATION_HOT_LOOP,
+    ANNOTATION_PREVIOUS,
+    ANNOTATION_RELEASE,
+    ANNOTATION_UPDATED_AT,
+)
 from ..errors import InputError
 from .capi.resources import CapiObject, capi_kind_key
-from .model import FieldChange, MachineResource, get_path, parse_dotted
+from .claims import HotLoopRecord, JsonPatch, annotation_ops, boot_image_patch, pointer
+from .model import FieldChange, MachineResource, as_mapping, get_path, parse_dotted
+from .times import format_time
+from .verification import BootVerdict
 
 
 def rollback_changes(obj: dict[str, Any], field: str) -> tuple[list[FieldChange], Any]:
@@ -32,3 +43,41 @@ def rollback_changes(obj: dict[str, Any], field: str) -> tuple[list[FieldChange]
     if current == previous:
         return [], previous
     return [FieldChange(path, current, previous)], previous
+
+
+def wrote_current(annotations: Mapping[str, str], current: Any) -> bool:
+    """Whether the boot image the MachineSet names now is the one our last write put there: our
+    hot-loop record names the target of every write we make, and a value someone else wrote since
+    differs from it. Only then is a failed image ours to roll back (SPEC section 3b)."""
+    record = HotLoopRecord.from_annotation(annotations.get(ANNOTATION_HOT_LOOP))
+    return record is not None and current is not None and record.target == json.dumps(
+        current, sort_keys=True, separators=(",", ":"))
+
+
+def failed_image_rollback(obj: dict[str, Any], field: str, verdict: BootVerdict, holder_uid: str,
+                          now: datetime) -> JsonPatch:
+    """The one JSON patch that puts the previous boot image back after `verdict` failed the current
+    one: the field, `boot-image-previous` (now the failed value, so `rollback` can undo this), the
+    time, and the verdict with the failed image kept (never written again while the golden data
+    names it). The release record goes: the restored image's release is judged afresh. Raises
+    `InputError` when there is no usable record to roll back to."""
+    changes, _ = rollback_changes(obj, field)
+    if not changes or verdict.image is None:
+        raise InputError(f"MachineSet {get_path(obj, ('metadata', 'name'))}", field,
+                         "the boot image field already holds the recorded previous image")
+    annotations = {
+        ANNOTATION_PREVIOUS: json.dumps(changes[0].old, sort_keys=True, separators=(",", ":")),
+        ANNOTATION_UPDATED_AT: format_time(now),
+        ANNOTATION_BOOT_IMAGE_VERIFIED: verdict.with_failed(verdict.image).to_annotation(),
+    }
+    ops = boot_image_patch(obj, changes, annotations, holder_uid)
+    if ANNOTATION_RELEASE in as_mapping(get_path(obj, ("metadata", "annotations"))):
+        ops.append({"op": "remove", "path": pointer(("metadata", "annotations", ANNOTATION_RELEASE))})
+    return ops
+
+
+def verdict_patch(obj: Mapping[str, Any], verdict: BootVerdict) -> JsonPatch:
+    """Record `verdict` (annotation `boot-image-verified`), guarded by the resourceVersion."""
+    meta = as_mapping(obj.get("metadata"))
+    return [{"op": "test", "path": "/metadata/resourceVersion", "value": meta.get("resourceVersion")},
+            *annotation_ops(meta, {ANNOTATION_BOOT_IMAGE_VERIFIED: verdict.to_annotation()})]

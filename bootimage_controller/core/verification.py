@@ -27,7 +27,12 @@ from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from ..constants import ANNOTATION_BOOT_IMAGE_VERIFIED, LABEL_BOOT_IMAGE_CANARY, MACHINE_NODE_ANNOTATION
+from ..constants import (
+    ANNOTATION_BOOT_IMAGE_VERIFIED,
+    LABEL_BOOT_IMAGE_CANARY,
+    MACHINE_NODE_ANNOTATION,
+    Manager,
+)
 from .model import JsonPath, as_mapping, get_path, is_mapping, parse_dotted
 from .times import format_time
 
@@ -177,6 +182,49 @@ class NodeFacts:
     ready_since: str | None  # the Ready condition's lastTransitionTime
 
 
+@dataclass(frozen=True, slots=True)
+class VerificationOutcome:
+    """What verification came to for one MachineSet in one reconcile (part of its
+    `MachineSetState`: Events, metrics and the ClusterOperator read it)."""
+
+    verdict: BootVerdict
+    recorded_before: BootVerdict | None  # the record this reconcile found
+    writer: Manager  # who keeps the boot image the verdict is about (the decision's manager)
+    ours_to_roll_back: bool = False  # our last write put this image there (a record to go back to)
+    rolled_back_to: str | None = None  # the image put back (a failed image this controller wrote)
+    failed_machine: MachineFacts | None = None
+    recheck_after: float | None = None  # seconds: a Machine's first-boot timeout runs out then
+    write_error: str | None = None  # the record or the roll back was refused
+
+    @property
+    def failed(self) -> bool:
+        return self.verdict.verdict is Verdict.FAILED
+
+    def failure_text(self) -> str:
+        """The failure as the Degraded condition and the Warning say it: the image, the writer, and
+        what happened or what to do."""
+        v = self.verdict
+        if self.rolled_back_to is not None:
+            return (f"boot image {v.image} failed its first boot ({v.reason}); rolled back to {self.rolled_back_to} "
+                    "and not written again while the golden data names it")
+        fix = fix_for(self.writer, self.ours_to_roll_back)
+        return f"boot image {v.image}, kept by {self.writer}, failed its first boot ({v.reason}); {fix}"
+
+
+def fix_for(writer: Manager, ours_to_roll_back: bool) -> str:
+    """What an administrator does about a failed image another writer put there (SPEC section 3b)."""
+    if writer is Manager.OURS and ours_to_roll_back:
+        return "roll back with `bootimage-controller rollback NAME` (automatic roll back is off)"
+    if writer is Manager.OURS:
+        return ("this controller did not write it and has no earlier image to go back to: set the MachineSet's boot "
+                "image to one that boots, or wait for the next golden image")
+    if writer is Manager.MCO:
+        return ("the Machine Config Operator wrote it and would write it again: hand the MachineSet over with "
+                "`bootimage-controller hand-over NAME` and then `bootimage-controller rollback NAME`, or leave it "
+                "out of the MCO's managedBootImages with a Partial machineResourceSelector")
+    return f"its writer ({writer}) holds the boot image: put the previous image back where {writer} keeps it"
+
+
 def image_label(value: Any) -> str | None:
     """One string per boot image, the same for a MachineSet's field and a Machine's: the AMI id,
     the GCP image path, the Azure gallery resource or `publisher:offer:sku:version`, the vSphere
@@ -272,22 +320,50 @@ def _expression_holds(expression: Any, labels: Mapping[str, str]) -> bool:
 
 
 def machines_of(machine_set: Mapping[str, Any], machines: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """The Machines of a MachineSet: in its namespace, matched by its selector or owned by it
-    (SPEC section 3b), and its canaries (label `boot-image-canary: <name>`)."""
-    meta = as_mapping(machine_set.get("metadata"))
-    namespace, name, uid = meta.get("namespace"), meta.get("name"), meta.get("uid")
-    selector = get_path(machine_set, ("spec", "selector"))
-    out = []
-    for machine in machines:
-        m_meta = as_mapping(machine.get("metadata"))
-        if m_meta.get("namespace") != namespace:
-            continue
-        labels = as_mapping(m_meta.get("labels"))
-        owners = _list(m_meta.get("ownerReferences"))
-        owned = bool(uid) and any(is_mapping(o) and o.get("uid") == uid for o in owners)
-        if owned or labels.get(LABEL_BOOT_IMAGE_CANARY) == name or selects(selector, labels):
-            out.append(machine)
-    return out
+    """The Machines of a MachineSet (SPEC section 3b), as its controller counts them: those it owns
+    (owner reference), the orphans of its namespace its selector matches (it would adopt them),
+    and its canaries (label `boot-image-canary: <name>`). A Machine another MachineSet owns is
+    never counted, whatever its labels."""
+    return MachineIndex.build(machines).of(machine_set)
+
+
+@dataclass(frozen=True)
+class MachineIndex:
+    """Machines grouped the ways `machines_of` looks them up, so that judging every MachineSet
+    of a large fleet reads each Machine once, not once per MachineSet."""
+
+    by_owner: Mapping[str, Sequence[Mapping[str, Any]]]
+    by_canary: Mapping[tuple[str, str], Sequence[Mapping[str, Any]]]
+    orphans: Mapping[str, Sequence[Mapping[str, Any]]]  # by namespace
+
+    @classmethod
+    def build(cls, machines: Iterable[Mapping[str, Any]]) -> MachineIndex:
+        by_owner: dict[str, list[Mapping[str, Any]]] = {}
+        by_canary: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+        orphans: dict[str, list[Mapping[str, Any]]] = {}
+        for machine in machines:
+            meta = as_mapping(machine.get("metadata"))
+            namespace = str(meta.get("namespace") or "")
+            canary = as_mapping(meta.get("labels")).get(LABEL_BOOT_IMAGE_CANARY)
+            if isinstance(canary, str) and canary:
+                by_canary.setdefault((namespace, canary), []).append(machine)
+                continue
+            owner = next((str(o.get("uid")) for o in _list(meta.get("ownerReferences"))
+                          if is_mapping(o) and o.get("kind") == "MachineSet" and o.get("uid")), None)
+            if owner is not None:
+                by_owner.setdefault(owner, []).append(machine)
+            else:
+                orphans.setdefault(namespace, []).append(machine)
+        return cls(by_owner, by_canary, orphans)
+
+    def of(self, machine_set: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+        meta = as_mapping(machine_set.get("metadata"))
+        namespace, name, uid = str(meta.get("namespace") or ""), str(meta.get("name") or ""), str(meta.get("uid") or "")
+        selector = get_path(machine_set, ("spec", "selector"))
+        adopted = [m for m in self.orphans.get(namespace, ())
+                   if selects(selector, as_mapping(as_mapping(m.get("metadata")).get("labels")))]
+        owned = [m for m in self.by_owner.get(uid, ()) if as_mapping(m.get("metadata")).get("namespace") == namespace]
+        return [*owned, *adopted, *self.by_canary.get((namespace, name), ())]
 
 
 def image_failure(machine: MachineFacts, image: str) -> bool | None:
@@ -384,16 +460,16 @@ def _str_or_none(value: Any) -> str | None:
 
 @dataclass(frozen=True)
 class VerificationInputs:
-    """Everything a verdict is judged from, for one cluster: the Machines by namespace and the
-    Nodes by name (the daemon's informers, or `plan`'s input files)."""
+    """Everything a verdict is judged from, for one cluster: the Machines, indexed by MachineSet,
+    and the Nodes by name (the daemon's informers, or `plan`'s input files)."""
 
-    machines: Sequence[Mapping[str, Any]] = ()
+    index: MachineIndex = field(default_factory=lambda: MachineIndex({}, {}, {}))
     nodes: Mapping[str, NodeFacts] = field(default_factory=dict)
 
     @classmethod
     def of(cls, machines: Iterable[Mapping[str, Any]], nodes: Iterable[Mapping[str, Any]]) -> VerificationInputs:
         facts = (node_facts(n) for n in nodes)
-        return cls(tuple(machines), {f.name: f for f in facts if f.name})
+        return cls(MachineIndex.build(machines), {f.name: f for f in facts if f.name})
 
 
 def judge_machine_set(
@@ -408,5 +484,65 @@ def judge_machine_set(
     """`judge` for one MachineSet: its Machines picked from `inputs`, their images read where the
     decision says the MachineSet's boot image is."""
     path = machine_image_path(decision_field)
-    facts = [machine_facts(m, path) for m in machines_of(machine_set, inputs.machines)]
+    facts = [machine_facts(m, path) for m in inputs.index.of(machine_set)]
     return judge(image_label(current), facts, inputs.nodes, recorded, now, first_boot_timeout)
+
+
+# What the Machine and Node caches keep (SPEC section 3b: "only the fields this needs"): a Machine
+# is about 6 KB as served and a Node 10-20 KB; verification reads a few hundred bytes of either.
+_KEPT_METADATA = ("name", "namespace", "uid", "resourceVersion", "labels", "ownerReferences",
+                  "creationTimestamp", "deletionTimestamp")
+# The providerSpec keys that name a boot image on each platform (AWS `ami`, Azure `image`, vSphere
+# `template`, GCP the boot disks' `image`); the kind, so a Machine of any platform is told apart.
+_IMAGE_KEYS = ("kind", "ami", "image", "template")
+
+
+def trim_machine(machine: dict[str, Any]) -> dict[str, Any]:
+    meta = as_mapping(machine.get("metadata"))
+    value = as_mapping(get_path(machine, ("spec", "providerSpec", "value")))
+    kept_value: dict[str, Any] = {k: value[k] for k in _IMAGE_KEYS if k in value}
+    disks = [{"boot": d.get("boot"), "image": d.get("image")} for d in _list(value.get("disks")) if is_mapping(d)]
+    if disks:
+        kept_value["disks"] = disks
+    status = as_mapping(machine.get("status"))
+    provider_status = as_mapping(status.get("providerStatus"))
+    node_ref = as_mapping(status.get("nodeRef"))
+    return {
+        "apiVersion": machine.get("apiVersion"),
+        "kind": machine.get("kind"),
+        "metadata": {k: meta[k] for k in _KEPT_METADATA if k in meta},
+        "spec": {"providerSpec": {"value": kept_value}},
+        "status": {
+            **{k: status[k] for k in ("phase", "errorReason", "errorMessage") if k in status},
+            **({"nodeRef": {"name": node_ref.get("name")}} if node_ref else {}),
+            **({"providerStatus": {"instanceId": provider_status.get("instanceId") or provider_status.get("instanceID")}}
+               if provider_status.get("instanceId") or provider_status.get("instanceID") else {}),
+        },
+    }
+
+
+def trim_node(node: dict[str, Any]) -> dict[str, Any]:
+    meta = as_mapping(node.get("metadata"))
+    conditions = [c for c in _list(get_path(node, ("status", "conditions"))) if is_mapping(c) and c.get("type") == "Ready"]
+    return {
+        "metadata": {k: meta[k] for k in ("name", "uid", "resourceVersion") if k in meta},
+        "status": {"conditions": [{k: c.get(k) for k in ("type", "status", "lastTransitionTime")} for c in conditions]},
+    }
+
+
+def machine_set_names(machine: Mapping[str, Any], machine_sets: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The MachineSets a Machine counts for (`machines_of` read the other way): its owner, the
+    one its canary label names, or, for an orphan, every MachineSet of its namespace whose
+    selector matches it."""
+    meta = as_mapping(machine.get("metadata"))
+    canary = as_mapping(meta.get("labels")).get(LABEL_BOOT_IMAGE_CANARY)
+    if isinstance(canary, str) and canary:
+        return [canary]
+    owners = [str(o.get("name")) for o in _list(meta.get("ownerReferences"))
+              if is_mapping(o) and o.get("kind") == "MachineSet" and o.get("name")]
+    if owners:
+        return owners
+    labels = as_mapping(meta.get("labels"))
+    namespace = meta.get("namespace")
+    return [str(get_path(ms, ("metadata", "name"))) for ms in machine_sets
+            if get_path(ms, ("metadata", "namespace")) == namespace and selects(get_path(ms, ("spec", "selector")), labels)]

@@ -63,6 +63,7 @@ from ..reconcile.status_clock import StatusClock
 from ..reconcile.status_writer import StatusWriter
 from ..reconcile.store import InformerStore, build_informers
 from ..reconcile.stub_ignition import StubIgnitionChecks
+from ..reconcile.verification import VerificationOptions
 from ..reconcile.writer import MachineSetWriter
 from ..vsphere.template_checks import VSphereChecks, VSphereOptions
 from .metrics_security import MetricsAuthorizer, ReloadingTls
@@ -154,7 +155,8 @@ async def run_async(args: argparse.Namespace) -> int:
         store,
         Writers(MachineSetWriter(custom, core), MachineSetWriter(custom, core, CAPI_NAMESPACE), capi_version),
         ReconcileOptions(dry_run=args.dry_run, disagreement_grace=args.disagreement_grace,
-                         gitops_labels=tuple(args.gitops_label), skew_limits=limits),
+                         gitops_labels=tuple(args.gitops_label), skew_limits=limits,
+                         verification=VerificationOptions(args.first_boot_timeout, args.rollback_on_failed_boot)),
         Hooks(is_leader=lambda: elector.is_leader, fence=api.fence.refusal, stub_check=StubIgnitionChecks(core),
               cloud=cloud, templates=vsphere.refresh, events=events, on_pass=reporter,
               status_clock=status_clock),

@@ -182,6 +182,7 @@ class Informer:
         absent_ok: bool = False,
         forbidden_ok: bool = False,
         share_strings_from: int = SHARE_STRINGS_FROM,
+        trim: Callable[[KubeObject], KubeObject] | None = None,
     ) -> None:
         """`absent_ok`: a 404 on LIST (the kind is not served, e.g. its CRD is not installed)
         counts as synced-and-empty, and the list is retried with backoff until the kind appears;
@@ -192,8 +193,10 @@ class Informer:
         must keep the caches unsynced, so nothing is written on a guess. Otherwise the informer
         stays unsynced until the list works. `share_strings_from`: the cache size from which cached
         objects share their strings (`SharedStrings`); objects cached before it is reached keep
-        their own."""
+        their own. `trim`: what the cache keeps of each object (the rest is dropped as it arrives;
+        handlers see the trimmed object), for kinds of which only a few fields are read."""
         self.source = source
+        self.trim = trim
         self.share_strings_from = share_strings_from
         self.absent_ok = absent_ok
         self.forbidden_ok = forbidden_ok
@@ -385,7 +388,7 @@ class Informer:
                 item = raw.pop()
                 item.setdefault("apiVersion", page.get("apiVersion"))
                 item.setdefault("kind", item_kind)
-                items.append(_cached_form(item, share))
+                items.append(_cached_form(self.trim(item) if self.trim is not None else item, share))
                 del item
             rv = meta.get("resourceVersion")
             cont = meta.get("continue")
@@ -501,7 +504,8 @@ class Informer:
             return
         key = object_key(obj)
         if kind in ("ADDED", "MODIFIED"):
-            obj = _cached_form(obj, len(self._cache) >= self.share_strings_from)
+            obj = _cached_form(self.trim(obj) if self.trim is not None else obj,
+                               len(self._cache) >= self.share_strings_from)
             old = self._cache.get(key)
             self._cache[key] = obj
             if old is None:

@@ -24,7 +24,8 @@ from .status_reconciler import StatusReconciler, StatusView
 from .store import CAPI_HOLDER, MAPI_HOLDER, ClusterView, InformerStore
 from .templates import FencedTemplateRefresh, TemplateRefreshHook
 from .triggers import Triggers
-from .writer import MachineSetWriter
+from .verification import BootVerification, VerificationOptions
+from .writer import MachineSetWriter, now_utc
 
 MACHINE_KINDS = (MACHINESET_KIND, CPMS_KIND, *CAPI_KINDS)
 
@@ -37,6 +38,7 @@ class ReconcileOptions:
     disagreement_grace: float = DEFAULT_DISAGREEMENT_GRACE
     gitops_labels: tuple[str, ...] = ()
     skew_limits: SkewLimits = field(default_factory=SkewLimits)
+    verification: VerificationOptions = field(default_factory=VerificationOptions)
 
 
 @dataclass(frozen=True)
@@ -104,9 +106,10 @@ def assemble(store: InformerStore, writers: Writers, options: ReconcileOptions, 
     status = StatusReconciler(store, cluster, MACHINE_KINDS, hooks.on_pass, hooks.status_clock)
     delegation = Delegation(store, cluster, status.outcomes, options.skew_limits, hooks.events, sink.add_after,
                             options.disagreement_grace)
+    verification = BootVerification(store, holders, options.verification, cluster.upgrade_gate, now_utc)
     machines = MachineReconciler(kinds, Collaborators(
         store=store, cluster=cluster, outcomes=status.outcomes, holders=holders, delegation=delegation, may_write=may_write,
-        enqueue=sink.add, cloud=hooks.cloud, templates=templates, events=hooks.events,
+        enqueue=sink.add, cloud=hooks.cloud, templates=templates, events=hooks.events, verification=verification,
     ))
     claims = ClaimsReconciler(holders, (mapi_scope, capi_scope), may_write)
     loop = Loop(store, status, sink)

@@ -11,12 +11,15 @@ from ..constants import (
     EVENT_DEPRECATED,
     EVENT_DISAGREEMENT,
     EVENT_FAILED,
+    EVENT_FIRST_BOOT_FAILED,
     EVENT_HOT_LOOP,
     EVENT_PROPOSED,
+    EVENT_ROLLED_BACK,
     EVENT_SKIPPED,
     EVENT_TYPE_NORMAL,
     EVENT_TYPE_WARNING,
     EVENT_UPDATED,
+    EVENT_VERIFIED,
     EVENT_WRITER_CONFLICT,
     MACHINE_API_GROUP,
     MACHINESET_KIND,
@@ -27,6 +30,7 @@ from ..constants import (
 )
 from ..core.capi.planner import ROLLOUT_NOTE
 from ..core.companion import hive_proposal_message, proposal_message
+from ..core.verification import Verdict
 from .state import MachineSetState
 
 Notice = tuple[str, str, str]  # (type, reason, message)
@@ -141,3 +145,43 @@ def deprecated_event(previous: MachineSetState | None, state: MachineSetState) -
     fix = (f"this controller will move it to {d.target_release or 'the golden image'}" if d.action is Action.PATCH
            else f"it is not updated now ({d.action} {d.reason})")
     return EVENT_TYPE_WARNING, EVENT_DEPRECATED, f"the boot image is deprecated: {why}; scale-up may fail; {fix}"
+
+
+def new_first_boot_failure(previous: MachineSetState | None, state: MachineSetState) -> bool:
+    """A failed first boot not said before: by this process (the previous outcome) or in the
+    record it found (a restart). A roll back is always new: it just happened."""
+    found = state.verification
+    if found is None or found.verdict.verdict is not Verdict.FAILED:
+        return False
+    if found.rolled_back_to is not None:
+        return True
+    v = found.verdict
+    before = previous.verification if previous is not None else None
+    seen = [w for w in (before.verdict if before is not None else None, found.recorded_before) if w is not None]
+    return not any((w.verdict, w.image, w.machine) == (v.verdict, v.image, v.machine) for w in seen)
+
+
+def verification_events(previous: MachineSetState | None, state: MachineSetState) -> list[Notice]:
+    """SPEC section 3b, whoever manages the MachineSet: `BootImageFirstBootFailed` once per failed
+    image and Machine, `BootImageRolledBack` for each roll back, `BootImageVerified` once per image
+    (a verdict already recorded, or said by this process, is not said again)."""
+    found = state.verification
+    if found is None:
+        return []
+    v, before = found.verdict, previous.verification if previous is not None else None
+    notices: list[Notice] = []
+    if v.verdict is Verdict.FAILED:
+        if new_first_boot_failure(previous, state):
+            machine = f"Machine {state.decision.namespace}/{v.machine}" if v.machine else "a Machine"
+            notices.append((EVENT_TYPE_WARNING, EVENT_FIRST_BOOT_FAILED,
+                            f"{machine} from boot image {v.image} did not join: {found.failure_text()}"))
+        if found.rolled_back_to is not None:
+            notices.append((EVENT_TYPE_NORMAL, EVENT_ROLLED_BACK,
+                            f"boot image {v.image} failed its first boot; rolled back to {found.rolled_back_to} "
+                            "(not written again while the golden data names it)"))
+    elif v.verdict is Verdict.VERIFIED:
+        said = [w for w in (found.recorded_before, before.verdict if before is not None else None) if w is not None]
+        if not any(w.verdict is Verdict.VERIFIED and w.image == v.image for w in said):
+            notices.append((EVENT_TYPE_NORMAL, EVENT_VERIFIED,
+                            f"boot image {v.image} verified: {v.reason}"))
+    return notices

@@ -33,6 +33,7 @@ from ..core.context import ClusterFacts, PlanningContext
 from ..core.lookups import plan_object, plan_verified
 from ..core.model import BootImageDecision
 from ..core.planner import is_our_owner_reference
+from ..core.verification import VerificationOutcome
 from ..kube.api_errors import ApiError, Conflict, NotFound
 from ..kube.fence import UpgradeGateClosed, write_preconditions
 from ..kube.informer import resource_version
@@ -40,13 +41,23 @@ from ..kube.retry import describe, retry_on_conflict
 from ..kube.workqueue import DONE, ReconcileResult
 from .claim_reconciler import Holders
 from .delegation import Delegation
-from .event_rules import EventSink, conflict_event, deprecated_event, event_for, involved, says_nothing_new
+from .event_rules import (
+    EventSink,
+    conflict_event,
+    deprecated_event,
+    event_for,
+    involved,
+    new_first_boot_failure,
+    says_nothing_new,
+    verification_events,
+)
 from .keys import CLAIMS_KEY, is_claimed, machine_key, split_key, uid_of
 from .kinds import MachineKind
 from .ledger import LedgerWriteFailed
 from .state import MachineOutcome, MachineSetState, PlannedAhead, WriteMemory
 from .store import ClusterView, InformerStore
 from .templates import FencedTemplateRefresh, tell_template_sharers
+from .verification import BootVerification
 from .writer import now_utc
 
 log = structlog.get_logger(__name__)
@@ -75,6 +86,7 @@ class Collaborators:
     cloud: CloudLookup | None = None
     templates: FencedTemplateRefresh | None = None
     events: EventSink | None = None
+    verification: BootVerification | None = None
 
 
 class MachineReconciler:
@@ -115,7 +127,12 @@ class MachineReconciler:
             reason = str(state.error_reason)
             error = state.error_text or state.error
             return ReconcileResult.waiting(reason, error) if state.permanent else ReconcileResult.transient(reason, error)
-        return self._retry_outage(key, state)
+        result = self._retry_outage(key, state)
+        recheck = state.verification.recheck_after if state is not None and state.verification is not None else None
+        if recheck is not None and (result.requeue_after is None or recheck < result.requeue_after):
+            # A Machine's first-boot timeout runs out then: judge it again, without a watch event.
+            return ReconcileResult(requeue_after=max(recheck, 0.0) + 1.0)
+        return result
 
     def _retry_outage(self, key: str, state: MachineSetState | None) -> ReconcileResult:
         """Plan again soon (5 s, doubling to 5 min) while the cloud or vCenter does not answer."""
@@ -148,6 +165,7 @@ class MachineReconciler:
             state = MachineSetState.failed(decision, Reason.PATCH_FAILED, f"{exc.what}: {exc.describe()}",
                                            permanent=exc.permanent)
         state.claim_warning = warning
+        state.verification = await self._verify(key, obj, decision, state)
         obs.RECONCILE_DURATION.observe(time.monotonic() - started)
         log.log(
             logging.DEBUG if says_nothing_new(previous, state) else logging.INFO,
@@ -156,8 +174,20 @@ class MachineReconciler:
             template_refreshed=state.refreshed.result if state.refreshed is not None else None,
             error=state.error, error_reason=state.error_reason,
         )
+        if new_first_boot_failure(previous, state):
+            d = state.decision
+            obs.FIRST_BOOT_FAILURES.labels(namespace=d.namespace, name=d.name, kind=d.kind).inc()
         self._post_events(obj, previous, state)
         return state
+
+    async def _verify(self, key: str, obj: dict[str, Any], decision: BootImageDecision,
+                      state: MachineSetState) -> VerificationOutcome | None:
+        """Boot verification (SPEC section 3b), after the write: a MachineSet patched now boots an
+        image nobody has tried, and the watch event of the patch brings it back here."""
+        checks = self.c.verification
+        if checks is None or state.patched or not checks.applies_to(obj, decision):
+            return None
+        return await checks.verify(obj, decision, self.kinds[split_key(key)[0]], self.c.may_write())
 
     async def plan(self, obj: Mapping[str, Any], ctx: PlanningContext) -> BootImageDecision:
         """Offline, then again with the cloud's answers where they can change the decision."""
@@ -417,7 +447,8 @@ class MachineReconciler:
         events = self.c.events
         if events is None or not self.c.may_write():
             return
-        for notice in (conflict_event(previous, state), deprecated_event(previous, state)):
+        for notice in (conflict_event(previous, state), deprecated_event(previous, state),
+                       *verification_events(previous, state)):
             if notice is not None:
                 events.post(involved(obj), *notice)
         event = event_for(previous, state)

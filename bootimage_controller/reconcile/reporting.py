@@ -40,12 +40,16 @@ from ..core.status import (
     find_condition,
     progressing_condition,
 )
+from ..core.verification import Verdict
 from ..errors import BootImageControllerError
 from .state import MachineSetState
 from .status_reconciler import StatusView
 from .status_writer import StatusWriter
 
 log = structlog.get_logger(__name__)
+
+# `bootimage_controller_boot_image_verified` (SPEC section 3b).
+VERDICT_VALUES = {Verdict.VERIFIED: 1, Verdict.UNVERIFIED: 0, Verdict.FAILED: -1}
 
 
 class PassReporter:
@@ -95,9 +99,11 @@ class PassReporter:
         if gate is not None:
             return PassSummary.blocked(ConditionReason.CLUSTER_NOT_STABLE, str(gate), degrading=False)
         # Another manager's MachineSets are not ours to count (SPEC rule 2b): like the unenrolled.
+        # A boot image that failed its first boot degrades, whoever wrote it (SPEC section 3b): the
+        # message names the image, its writer and the fix.
         outcomes = [
-            Outcome.from_decision(s.decision, patched=s.updated, error=s.error_text)
-            if s.decision.manager is Manager.OURS
+            Outcome.from_decision(s.decision, patched=s.updated, error=s.error_text or s.boot_failure)
+            if s.decision.manager is Manager.OURS or s.boot_failure is not None
             else Outcome(s.decision.kind, s.decision.namespace, s.decision.name, Result.UNMANAGED)
             for s in view.states
         ]
@@ -162,6 +168,11 @@ class PassReporter:
         for s in states:
             if s.decision.current_deprecated is not None:
                 obs.DEPRECATED.labels(namespace=s.decision.namespace, name=s.decision.name, kind=s.decision.kind).set(1)
+        obs.BOOT_IMAGE_VERIFIED.clear()
+        for s in states:
+            if s.verification is not None:
+                obs.BOOT_IMAGE_VERIFIED.labels(namespace=s.decision.namespace, name=s.decision.name,
+                                               kind=s.decision.kind).set(VERDICT_VALUES[s.verification.verdict.verdict])
         obs.WRITER_CONFLICTS.clear()
         for s in states:
             if s.conflict is not None:

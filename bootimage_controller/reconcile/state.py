@@ -13,12 +13,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..constants import Reason
+from ..constants import EVENT_FIRST_BOOT_FAILED, Reason
 from ..core.claims import HotLoopRecord, LedgerEntry
 from ..core.companion import Disagreement
 from ..core.conflicts import WriterConflict
 from ..core.context import ClusterFacts, PlanningContext
 from ..core.model import BootImageDecision
+from ..core.verification import VerificationOutcome
 from ..kube.workqueue import ReconcileResult
 from ..vsphere.template_refresh import RefreshOutcome
 
@@ -48,6 +49,8 @@ class MachineSetState:
     # Why claiming it makes the MCO hold upgrades (a MachineSet handed over from the MCO): the
     # Warning before the claim says it, and our ClusterOperator's Upgradeable message after it.
     claim_warning: str | None = None
+    # Boot verification (SPEC section 3b): the verdict on the image it boots, and what was done.
+    verification: VerificationOutcome | None = None
 
     @classmethod
     def failed(cls, decision: BootImageDecision, reason: Reason, message: str, *, permanent: bool = False) -> MachineSetState:
@@ -58,6 +61,18 @@ class MachineSetState:
         """The boot image was brought to the target: the MachineSet patched, or (vSphere) its
         template rebuilt in vCenter under the same name."""
         return self.patched or (self.refreshed is not None and self.error is None)
+
+    @property
+    def boot_failure(self) -> str | None:
+        """A boot image that failed its first boot here, as the Degraded condition says it: the
+        image it boots failed (not rolled back), or it was rolled back from the golden image,
+        which stays unwritten until the golden data names another (SPEC section 3b)."""
+        v = self.verification
+        if v is not None and v.failed:
+            return f"{EVENT_FIRST_BOOT_FAILED}: {v.failure_text()}"
+        if self.decision.reason == Reason.TARGET_IMAGE_FAILED_FIRST_BOOT:
+            return f"{EVENT_FIRST_BOOT_FAILED}: {self.decision.message}"
+        return None
 
     @property
     def error_text(self) -> str | None:

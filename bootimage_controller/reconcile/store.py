@@ -22,6 +22,7 @@ from ..core.cluster import (
     MACHINE_READS,
     NODE_READS,
     TEMPLATE_READS,
+    VERIFICATION_READS,
     ClusterObjects,
     ClusterRead,
     daemon_reads,
@@ -31,12 +32,15 @@ from ..core.cluster import (
 from ..core.context import PlanningContext, golden_origin, planning_context
 from ..core.golden import GoldenBootImages
 from ..core.index import PublishedImageIndex
+from ..core.verification import trim_machine, trim_node
 from ..errors import BootImageControllerError
 from ..kube.fence import UpgradeGateClosed
 from ..kube.informer import Informer, ListWatch
 
 log = structlog.get_logger(__name__)
 
+# Boot verification reads a few fields of each Machine and Node: the caches keep only those.
+TRIMS = dict(zip((r.role for r in VERIFICATION_READS), (trim_machine, trim_node), strict=True))
 MAPI_HOLDER = "holder"  # the informer of the Machine API's claim holder
 CAPI_HOLDER = "holder:capi"  # the informer of the Cluster API's claim holder
 
@@ -49,7 +53,8 @@ def build_informers(api: Any, capi_version: str, platform: str | None = None) ->
     # of the MCO's version or gates would otherwise be taken for "no MCO" and let us write.
     optional = {r.role for r in (*CAPI_READS, *TEMPLATE_READS)}
     informers = {read.role: Informer(_list_watch(api, read), absent_ok=read.group != "",
-                                     forbidden_ok=read.role in optional) for read in reads}
+                                     forbidden_ok=read.role in optional, trim=TRIMS.get(read.role))
+                 for read in reads}
     informers[MAPI_HOLDER] = Informer(ListWatch.config_maps(api, CLAIM_HOLDER_NAMESPACE, name=CLAIM_HOLDER_NAME))
     informers[CAPI_HOLDER] = Informer(ListWatch.config_maps(api, CAPI_NAMESPACE, name=CLAIM_HOLDER_NAME),
                                       forbidden_ok=True)

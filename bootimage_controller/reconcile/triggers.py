@@ -21,12 +21,14 @@ from ..core.cluster import (
     MACHINE_READS,
     NODE_READS,
     TEMPLATE_READS,
+    VERIFICATION_READS,
     provider_spec_platforms,
     upgrade_blocker,
 )
 from ..core.companion import McoPass
 from ..core.model import get_path
 from ..core.planner import authoritative_api
+from ..core.verification import machine_set_names
 from ..kube.informer import Informer, resource_version
 from .keys import CLAIMS_KEY, machine_key, relevant_view
 from .loop import KeySink
@@ -71,6 +73,12 @@ class Triggers:
         on(("mco_operator", "feature_gate"), self.cluster_changed, self._mco_updated, self.cluster_changed)
         on(("clusterversion",), self.cluster_changed, self._clusterversion_updated, self.cluster_changed)
         on((MAPI_HOLDER, CAPI_HOLDER), self._holder_event, self._holder_updated, self._holder_deleted)
+        # Boot verification (SPEC section 3b): a Machine or its Node changed: its MachineSet's verdict may.
+        if VERIFICATION_READS[0].role in informers:
+            on((VERIFICATION_READS[0].role,), self._boot_machine_event, self._boot_machine_updated,
+               self._boot_machine_event)
+        if VERIFICATION_READS[1].role in informers:
+            on((VERIFICATION_READS[1].role,), self._node_event, self._node_updated, self._node_event)
 
     # ---- machine objects ------------------------------------------------------------------------
     def _machine_added(self, obj: dict[str, Any]) -> None:
@@ -102,6 +110,26 @@ class Triggers:
         parsed = self.cluster.parsed
         if parsed is not None and parsed.context is not None and parsed.context.platform_from_machines:
             self.cluster_changed()
+
+    # ---- boot verification: Machines and their Nodes ----------------------------------------------
+    def _boot_machine_event(self, machine: dict[str, Any]) -> None:
+        namespace = str((machine.get("metadata") or {}).get("namespace", ""))
+        for name in machine_set_names(machine, self.store.list(MACHINESET_KIND)):
+            self.sink.add(f"{MACHINESET_KIND}/{namespace}/{name}")
+
+    def _boot_machine_updated(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+        if _without_version(old) != _without_version(new):  # the caches keep only what verification reads
+            self._boot_machine_event(new)
+
+    def _node_event(self, node: dict[str, Any]) -> None:
+        name = (node.get("metadata") or {}).get("name")
+        for machine in self.store.list(VERIFICATION_READS[0].role):
+            if get_path(machine, ("status", "nodeRef", "name")) == name:
+                self._boot_machine_event(machine)
+
+    def _node_updated(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+        if _without_version(old) != _without_version(new):  # the Ready condition moved
+            self._node_event(new)
 
     # ---- CAPI infrastructure templates --------------------------------------------------------------
     def _template_changed(self, _obj: dict[str, Any]) -> None:
@@ -159,3 +187,9 @@ class Triggers:
         # Patches held back while the old holder was being deleted go ahead now; the first one
         # creates a new holder.
         self.enqueue_all()
+
+
+def _without_version(obj: dict[str, Any]) -> tuple[Any, ...]:
+    """A trimmed Machine or Node as verification reads it, whatever its resourceVersion."""
+    meta = {k: v for k, v in (obj.get("metadata") or {}).items() if k != "resourceVersion"}
+    return meta, obj.get("spec"), obj.get("status")

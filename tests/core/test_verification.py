@@ -148,7 +148,7 @@ def _machine_object(name: str, labels: dict[str, str], owner_uid: str | None = N
     meta: dict[str, Any] = {"name": name, "namespace": namespace, "labels": labels}
     if owner_uid:
         meta["ownerReferences"] = [{"apiVersion": "machine.openshift.io/v1beta1", "kind": "MachineSet",
-                                    "name": "x", "uid": owner_uid}]
+                                    "name": "x", "uid": owner_uid, "controller": True}]
     return {"apiVersion": "machine.openshift.io/v1beta1", "kind": "Machine", "metadata": meta,
             "spec": {"providerSpec": {"value": {"ami": {"id": "ami-good"}}}}}
 
@@ -163,8 +163,10 @@ def test_a_machinesets_machines_by_selector_owner_or_canary_label_and_no_others(
         _machine_object("canary", {LABEL_BOOT_IMAGE_CANARY: ms["metadata"]["name"]}),
         _machine_object("other-pool", {**selected, "machine.openshift.io/cluster-api-machineset": "other"}),
         _machine_object("other-namespace", selected, namespace="elsewhere"),
+        # Another MachineSet's Machine is never counted here, whatever its labels.
+        _machine_object("owned-elsewhere", selected, owner_uid="uid-other"),
     ]
-    assert [m["metadata"]["name"] for m in machines_of(ms, machines)] == ["by-selector", "by-owner", "canary"]
+    assert [m["metadata"]["name"] for m in machines_of(ms, machines)] == ["by-owner", "by-selector", "canary"]
 
 
 @pytest.mark.parametrize(("selector", "labels", "selected"), [

@@ -1,0 +1,171 @@
+"""Boot verification in the daemon (SPEC section 3b): a step of the machine reconcile.
+
+After a MachineSet is planned (and not patched in this reconcile: a patched one boots a new image
+nobody has tried yet, and the watch event of the patch brings it back here), its verdict is judged
+from the Machine and Node caches (`core/verification.judge_machine_set`, pure). Then, in order:
+- a `failed` image this controller wrote is rolled back at once, in one JSON patch that keeps the
+  failed image in the record (`core/rollback.failed_image_rollback`); the planner then never writes
+  it again while the golden data names it (`TargetImageFailedFirstBoot`);
+- else a verdict that says something new is recorded (`boot-image-verified`) on a MachineSet this
+  controller manages. Another manager's MachineSet (the MCO's, GitOps', Hive's) is never written:
+  its verdict is reported (Events, metrics, the ClusterOperator), naming the writer and the fix.
+Every write is a JSON patch that tests the resourceVersion the verdict was judged from, sent through
+the same fenced client as every other write (only the leader, and never while the upgrade gate is
+closed); a conflict means the object changed, and its watch event brings it back here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+
+import structlog
+
+from ..constants import (
+    CAPI_MACHINESET,
+    DEFAULT_FIRST_BOOT_TIMEOUT,
+    MACHINESET_KIND,
+    Action,
+    Manager,
+    Reason,
+)
+from ..core.model import BootImageDecision
+from ..core.rollback import failed_image_rollback, verdict_patch, wrote_current
+from ..core.verification import (
+    BootVerdict,
+    MachineIndex,
+    Verdict,
+    VerificationInputs,
+    VerificationOutcome,
+    image_label,
+    judge_machine_set,
+    node_facts,
+)
+from ..errors import InputError
+from ..kube.api_errors import ApiError, Conflict, NotFound
+from ..kube.fence import UpgradeGateClosed, write_preconditions
+from .claim_reconciler import Holders
+from .kinds import MachineKind
+from .store import InformerStore
+
+log = structlog.get_logger(__name__)
+
+MACHINES_ROLE = "machines"
+NODES_ROLE = "nodes"
+# Decisions whose MachineSet is not ours to record on even when we manage its kind: opted out,
+# another owner, the other API's side, Windows, unparseable (never write what was not fully parsed).
+_NOT_RECORDED = frozenset({Reason.NOT_ENROLLED, Reason.OWNED_BY_OTHER, Reason.NOT_AUTHORITATIVE, Reason.WINDOWS})
+
+
+@dataclass(frozen=True)
+class VerificationOptions:
+    """`run --first-boot-timeout` and `--no-rollback-on-failed-boot`."""
+
+    first_boot_timeout: float = DEFAULT_FIRST_BOOT_TIMEOUT
+    rollback: bool = True
+
+
+class BootVerification:
+    """Judges, records and rolls back (see the module docstring). Built by `assembly.assemble`."""
+
+    def __init__(self, store: InformerStore, holders: Holders, options: VerificationOptions,
+                 upgrade_gate: Callable[[], UpgradeGateClosed | None], clock: Callable[[], datetime]) -> None:
+        self.store = store
+        self.holders = holders
+        self.options = options
+        self.upgrade_gate = upgrade_gate
+        self.clock = clock
+        self._index: MachineIndex | None = None
+        machines = store.informers.get(MACHINES_ROLE)
+        if machines is not None:
+            machines.add_handler(on_add=self._machines_changed, on_update=self._machine_updated,
+                                 on_delete=self._machines_changed)
+
+    def _machines_changed(self, _obj: object) -> None:
+        self._index = None  # rebuilt on the next verdict: one pass over the Machines per change batch
+
+    def _machine_updated(self, _old: object, _new: object) -> None:
+        self._index = None
+
+    def applies_to(self, obj: dict[str, object], decision: BootImageDecision) -> bool:
+        """Machine API MachineSets whose boot image field is known (CPMS machines are the control
+        plane's; Cluster API Machines are not read yet: docs/install.md says so)."""
+        return (obj.get("kind") == MACHINESET_KIND and decision.kind != CAPI_MACHINESET
+                and decision.field is not None and decision.current is not None
+                and MACHINES_ROLE in self.store.informers)
+
+    def inputs(self) -> VerificationInputs:
+        if self._index is None:
+            self._index = MachineIndex.build(self.store.list(MACHINES_ROLE))
+        nodes = (node_facts(n) for n in self.store.list(NODES_ROLE))
+        return VerificationInputs(self._index, {n.name: n for n in nodes if n.name})
+
+    async def verify(self, obj: dict[str, object], decision: BootImageDecision, kind: MachineKind,
+                     may_write: bool) -> VerificationOutcome:
+        now = self.clock()
+        annotations = _annotations(obj)
+        recorded = BootVerdict.from_annotations(annotations)
+        judgement = judge_machine_set(obj, decision.field, decision.current, self.inputs(), recorded, now,
+                                      timedelta(seconds=self.options.first_boot_timeout))
+        verdict = judgement.verdict
+        ours = decision.manager is Manager.OURS
+        outcome = VerificationOutcome(
+            verdict, recorded, decision.manager, ours and wrote_current(annotations, decision.current),
+            failed_machine=judgement.failed_machine,
+            recheck_after=(judgement.recheck_at - now).total_seconds() if judgement.recheck_at is not None else None,
+        )
+        recordable = ours and decision.action is not Action.ERROR and decision.reason not in _NOT_RECORDED
+        if not (recordable and may_write):
+            return outcome
+        if verdict.verdict is Verdict.FAILED and self.options.rollback and outcome.ours_to_roll_back:
+            return await self._roll_back(obj, decision, kind, outcome, now)
+        if verdict.verdict is Verdict.UNVERIFIED or verdict.same_evidence(recorded):
+            # Only evidence is recorded: an unverified verdict is said (metrics, `plan`) but never
+            # written, so a pass over a fleet without new Machines costs no write.
+            return outcome
+        error = await self._send(kind, obj, "record boot image verdict", verdict_patch(obj, verdict))
+        return outcome if error is None else replace(outcome, write_error=error)
+
+    async def _roll_back(self, obj: dict[str, object], decision: BootImageDecision, kind: MachineKind,
+                         outcome: VerificationOutcome, now: datetime) -> VerificationOutcome:
+        assert decision.field is not None  # applies_to
+        holder = await self.holders.current(kind.scope)
+        try:
+            ops = failed_image_rollback(dict(obj), decision.field, outcome.verdict, holder.uid, now)
+        except InputError as exc:
+            # No record to roll back to (a hand edit removed it): reported, never guessed.
+            return replace(outcome, write_error=f"cannot roll back: {exc}")
+        restored = ops_value(ops)
+        error = await self._send(kind, obj, "roll back failed boot image", ops)
+        if error is not None:
+            return replace(outcome, write_error=error)
+        log.warning("rolled back a boot image that failed its first boot", namespace=decision.namespace,
+                    name=decision.name, image=outcome.verdict.image, restored=restored)
+        return replace(outcome, verdict=outcome.verdict.with_failed(str(outcome.verdict.image)),
+                       rolled_back_to=restored, recheck_after=None)
+
+    async def _send(self, kind: MachineKind, obj: dict[str, object], what: str, ops: list[dict[str, object]]) -> str | None:
+        """Send one guarded patch; the refusal in words, or None when it was applied. A conflict or
+        a deleted object is no error: the watch event of that change brings the MachineSet back."""
+        try:
+            with write_preconditions(self.upgrade_gate):
+                await kind.scope.writer.patch(obj, ops, what)
+        except (Conflict, NotFound, UpgradeGateClosed):
+            return None
+        except ApiError as exc:
+            return f"{what}: {exc.describe()}"
+        return None
+
+
+def ops_value(ops: list[dict[str, object]]) -> str | None:
+    """The boot image a roll back puts back, named as verdicts name images."""
+    replaced = next((op.get("value") for op in ops if op.get("op") == "replace"
+                     and "providerSpec" in str(op.get("path"))), None)
+    return image_label(replaced)
+
+
+def _annotations(obj: dict[str, object]) -> dict[str, str]:
+    meta = obj.get("metadata")
+    annotations = meta.get("annotations") if isinstance(meta, dict) else None
+    return annotations if isinstance(annotations, dict) else {}
