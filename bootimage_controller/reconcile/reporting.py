@@ -171,8 +171,11 @@ class PassReporter:
         obs.BOOT_IMAGE_VERIFIED.clear()
         for s in states:
             if s.verification is not None:
+                # -1 while a failure stands: the image it boots failed, or the golden image did and
+                # was rolled back (it stays unwritten until the golden data names another).
+                value = -1 if s.boot_failure is not None else VERDICT_VALUES[s.verification.verdict.verdict]
                 obs.BOOT_IMAGE_VERIFIED.labels(namespace=s.decision.namespace, name=s.decision.name,
-                                               kind=s.decision.kind).set(VERDICT_VALUES[s.verification.verdict.verdict])
+                                               kind=s.decision.kind).set(value)
         obs.WRITER_CONFLICTS.clear()
         for s in states:
             if s.conflict is not None:

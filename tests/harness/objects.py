@@ -114,6 +114,7 @@ def _gv(group: str, version: str) -> str:
 RESOURCES: Final[tuple[Resource, ...]] = (
     Resource(_gv(MACHINE_API_GROUP, MACHINESET_VERSION), MACHINESET_KIND, MACHINESET_PLURAL, True, True),
     Resource(_gv(MACHINE_API_GROUP, CPMS_VERSION), CPMS_KIND, CPMS_PLURAL, True, True),
+    Resource(_gv(MACHINE_API_GROUP, "v1beta1"), "Machine", "machines", True, True),
     Resource(
         _gv(OPERATOR_GROUP, OPERATOR_VERSION),
         MACHINECONFIGURATION_KIND,
@@ -724,6 +725,7 @@ async def delete_object(api: ApiClient, obj: Mapping[str, Any], *, remove_finali
 RESET_KINDS: Final = (
     (_gv(MACHINE_API_GROUP, MACHINESET_VERSION), MACHINESET_KIND),
     (_gv(MACHINE_API_GROUP, CPMS_VERSION), CPMS_KIND),
+    (_gv(MACHINE_API_GROUP, "v1beta1"), "Machine"),
     (_gv(OPERATOR_GROUP, OPERATOR_VERSION), MACHINECONFIGURATION_KIND),
     (_gv(CONFIG_GROUP, CONFIG_VERSION), "ClusterVersion"),
     (_gv(CONFIG_GROUP, CONFIG_VERSION), "Infrastructure"),

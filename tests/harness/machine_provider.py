@@ -1,0 +1,139 @@
+"""The parts of OpenShift that cannot run here, for boot verification tests (SPEC section 3b): a
+cloud's machine controller and the kubelet, and nothing else.
+
+`MachineProvider` watches (polls) the Machines of openshift-machine-api and, for each new one, does
+what a real provider and kubelet would for the image in its own providerSpec, by a table:
+- `GOOD`: the instance starts (`Provisioned`, an instance id), its Node joins and is Ready, the
+  Machine goes `Running` with a `nodeRef`, and the Node says which Machine it is;
+- `NEVER_JOINS`: the instance starts and no Node ever joins (the image cannot pivot: MCO #6435);
+- `REFUSED`: the cloud refuses the image (`Failed`, `InvalidConfiguration`, `InvalidAMIID.NotFound`);
+- a Machine labelled `CAPACITY_LABEL`, whatever its image: `Failed` for capacity, not the image.
+`scale_up` creates a Machine from a MachineSet's template as its MachineSet controller does on a
+scale-up (owner reference, template labels and spec); `canary` Machines come from the daemon.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from kubernetes_asyncio.client import ApiClient
+
+from bootimage_controller.constants import MACHINE_NODE_ANNOTATION, MAPI_NAMESPACE
+
+from .objects import MERGE_PATCH, kube_request
+
+MACHINES_PATH = f"/apis/machine.openshift.io/v1beta1/namespaces/{MAPI_NAMESPACE}/machines"
+CAPACITY_LABEL = "test.bootimage-controller/capacity-error"
+
+
+class Boot(Enum):
+    GOOD = "good"
+    NEVER_JOINS = "never-joins"
+    REFUSED = "refused"
+
+
+@dataclass
+class MachineProvider:
+    """What boots, by image (`Boot`); an image not in the table boots like `GOOD`."""
+
+    api: ApiClient
+    images: Mapping[str, Boot]
+    handled: set[str] = field(default_factory=set)
+    nodes: list[str] = field(default_factory=list)
+
+    async def step(self) -> None:
+        for machine in (await kube_request(self.api, "GET", MACHINES_PATH))["items"]:
+            name = machine["metadata"]["name"]
+            if name in self.handled or machine["metadata"].get("deletionTimestamp"):
+                continue
+            self.handled.add(name)
+            await self._boot(machine)
+
+    async def _boot(self, machine: dict[str, Any]) -> None:
+        name = machine["metadata"]["name"]
+        image = machine_image(machine)
+        if (machine["metadata"].get("labels") or {}).get(CAPACITY_LABEL):
+            await self._status(name, {"phase": "Failed", "errorReason": "InsufficientResources",
+                                      "errorMessage": "error launching instance: InsufficientInstanceCapacity: We "
+                                                      "currently do not have sufficient m6i.xlarge capacity in the "
+                                                      "Availability Zone you requested"})
+            return
+        boot = self.images.get(image or "", Boot.GOOD)
+        if boot is Boot.REFUSED:
+            await self._status(name, {"phase": "Failed", "errorReason": "InvalidConfiguration",
+                                      "errorMessage": f"error launching instance: InvalidAMIID.NotFound: The image id "
+                                                      f"'[{image}]' does not exist"})
+            return
+        await self._status(name, {"phase": "Provisioned", "providerStatus": {"instanceId": f"i-{name}"}})
+        if boot is Boot.NEVER_JOINS:
+            return
+        await kube_request(self.api, "POST", "/api/v1/nodes", {
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "annotations": {MACHINE_NODE_ANNOTATION: f"{MAPI_NAMESPACE}/{name}"},
+                         "labels": {"node-role.kubernetes.io/worker": ""}},
+        })
+        await kube_request(self.api, "PATCH", f"/api/v1/nodes/{name}/status", {"status": {"conditions": [
+            {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status",
+             "lastHeartbeatTime": _now(), "lastTransitionTime": _now()}]}}, content_type=MERGE_PATCH)
+        self.nodes.append(name)
+        await self._status(name, {"phase": "Running", "nodeRef": {"kind": "Node", "name": name}})
+
+    async def _status(self, name: str, status: dict[str, Any]) -> None:
+        await kube_request(self.api, "PATCH", f"{MACHINES_PATH}/{name}/status", {"status": status},
+                           content_type=MERGE_PATCH)
+
+
+@contextlib.asynccontextmanager
+async def machine_provider(api: ApiClient, images: Mapping[str, Boot], every: float = 0.2) -> AsyncIterator[MachineProvider]:
+    provider = MachineProvider(api, images)
+
+    async def loop() -> None:
+        while True:
+            await provider.step()
+            await asyncio.sleep(every)
+
+    task = asyncio.create_task(loop())
+    try:
+        yield provider
+    finally:
+        if task.done():
+            task.result()  # the provider itself failed: say so
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def scale_up(api: ApiClient, machine_set: Mapping[str, Any], name: str,
+                   extra_labels: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """One Machine from the MachineSet's template, owned by it, as its controller makes on a scale-up."""
+    template = copy.deepcopy(machine_set["spec"]["template"])
+    meta = machine_set["metadata"]
+    labels = {**(template.get("metadata") or {}).get("labels", {}), **(extra_labels or {})}
+    body = {
+        "apiVersion": "machine.openshift.io/v1beta1", "kind": "Machine",
+        "metadata": {"name": name, "namespace": meta["namespace"], "labels": labels,
+                     "ownerReferences": [{"apiVersion": "machine.openshift.io/v1beta1", "kind": "MachineSet",
+                                          "name": meta["name"], "uid": meta["uid"], "controller": True,
+                                          "blockOwnerDeletion": True}]},
+        "spec": template["spec"],
+    }
+    created: dict[str, Any] = await kube_request(api, "POST", MACHINES_PATH, body)
+    return created
+
+
+def machine_image(machine: Mapping[str, Any]) -> str | None:
+    value = ((machine.get("spec") or {}).get("providerSpec") or {}).get("value") or {}
+    ami = value.get("ami")
+    return str(ami.get("id")) if isinstance(ami, dict) and ami.get("id") else None
+
+
+def _now() -> str:
+    from datetime import UTC, datetime
+
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
