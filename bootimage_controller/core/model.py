@@ -249,6 +249,9 @@ class BootImageDecision:
     also_written_by: tuple[Manager, ...] = ()
     # The cloud says the current image is deprecated: why (`currentDeprecated`; Event, metric).
     current_deprecated: str | None = None
+    # The verdict recorded on the MachineSet for the image it boots (SPEC section 3b, `verified`),
+    # as the JSON object; None when none is recorded for that image.
+    verified: Mapping[str, Any] | None = None
 
     @property
     def key(self) -> str:
@@ -274,7 +277,15 @@ class BootImageDecision:
             "targetRelease": self.target_release,
             "alsoWrittenBy": [str(m) for m in self.also_written_by],
             "currentDeprecated": self.current_deprecated,
+            "verified": dict(self.verified) if self.verified is not None else unverified_json(self.current),
         }
+
+
+def unverified_json(current: Any) -> dict[str, Any]:
+    """`verified` where no verdict is recorded for the boot image (SPEC section 3b)."""
+    image = current.get("id") if isinstance(current, Mapping) else current
+    return {"verdict": "unverified", "image": image if isinstance(image, str) else None, "machine": None,
+            "node": None, "at": None, "reason": "no verdict recorded for this boot image"}
 
 
 def _jsonable(value: Any) -> Any:

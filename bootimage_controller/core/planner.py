@@ -8,6 +8,7 @@ act on the decisions. Rules run in the SPEC's order; the first that decides wins
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from ..constants import (
@@ -59,7 +60,12 @@ def plan_machine(
         resource = obj if isinstance(obj, MachineResource) else MachineResource.from_object(obj)
     except InputError as exc:
         return _invalid_object(obj, exc)
-    return _Planner(resource, golden, facts, enrollment).decide()
+    decision = _Planner(resource, golden, facts, enrollment).decide()
+    if ANNOTATION_BOOT_IMAGE_VERIFIED in resource.annotations:
+        recorded = BootVerdict.from_annotations(resource.annotations)
+        if recorded is not None and recorded.image is not None and recorded.image == image_label(decision.current):
+            decision = replace(decision, verified=recorded.to_json())
+    return decision
 
 
 def identify_boot_image(obj: Any, golden: GoldenBootImages, facts: ClusterFacts) -> BootImageDecision:

@@ -152,7 +152,7 @@ def render_table(report: PlanReport, width: int = 100, style: TableStyle | None 
 # prefix and MANAGER its long form) PLATFORM, then the releases as a pair. What always stays: the name
 # (whole: what tells the rows apart is never cut while anything else can go), its kind, its manager,
 # what will happen and why.
-_DROP_FIRST = ("ARCH", "STREAM", "CURRENT-IMAGE", "TARGET-IMAGE", "CURRENT-RHCOS", "TARGET-RHCOS")
+_DROP_FIRST = ("ARCH", "STREAM", "CURRENT-IMAGE", "TARGET-IMAGE", "CURRENT-RHCOS", "TARGET-RHCOS", "VERIFIED")
 _DROP_LAST: tuple[tuple[str, ...], ...] = (("PLATFORM",), ("CURRENT", "TARGET"))
 # MANAGER's short forms on a narrow terminal, said once above the table.
 _SHORT_MANAGERS = {str(Manager.OURS): "ours"}
@@ -183,8 +183,8 @@ def _rows(decisions: Sequence[BootImageDecision], style: TableStyle | None = Non
     show_kind = any(d.kind != MACHINESET_KIND for d in decisions)
     header = ["NAME" if one_namespace else "NAMESPACE/NAME"]
     header += ["KIND"] if show_kind else []
-    header += ["PLATFORM", "ARCH", "STREAM", "MANAGER", "ACTION", "REASON", "CURRENT", "TARGET", "CURRENT-RHCOS",
-               "TARGET-RHCOS", "CURRENT-IMAGE", "TARGET-IMAGE"]
+    header += ["PLATFORM", "ARCH", "STREAM", "MANAGER", "ACTION", "REASON", "CURRENT", "TARGET", "VERIFIED",
+               "CURRENT-RHCOS", "TARGET-RHCOS", "CURRENT-IMAGE", "TARGET-IMAGE"]
     rows = [header]
     for d in decisions:
         row: list[str | None] = [_display_name(d, one_namespace)]
@@ -192,7 +192,8 @@ def _rows(decisions: Sequence[BootImageDecision], style: TableStyle | None = Non
         current, target = _releases(d)
         # ACTION says what happens next: `patch` only for what this controller writes now.
         row += [d.platform, d.architecture, d.stream, str(d.manager), forecast.of(d).label, d.reason,
-                current, target, d.current_release, d.target_release, image_id(d.current), image_id(d.target)]
+                current, target, (d.verified or {}).get("verdict", "unverified"), d.current_release,
+                d.target_release, image_id(d.current), image_id(d.target)]
         rows.append([_cell(v) for v in row])
     prefix = ""
     if style.width is not None:

@@ -26,6 +26,7 @@ ARCH = {"amd64": "x86_64", "arm64": "aarch64"}
 DECISION_KEYS = {
     "namespace", "name", "kind", "platform", "architecture", "stream", "manager", "action", "reason", "message",
     "field", "current", "target", "currentRelease", "targetRelease", "alsoWrittenBy", "nextWrite", "currentDeprecated",
+    "verified",
 }
 SKEW_KEYS = {"mode", "clusterBootImage", "limit", "upgradeable", "reason", "message"}
 
@@ -132,7 +133,7 @@ def test_table_of_the_example(run: Run) -> None:
     # One namespace: NAME only; a ControlPlaneMachineSet is present: KIND shown. Not a terminal:
     # every column (the image ids beside the releases), plain.
     assert header == ["NAME", "KIND", "PLATFORM", "ARCH", "STREAM", "MANAGER", "ACTION", "REASON", "CURRENT",
-                      "TARGET", "CURRENT-RHCOS", "TARGET-RHCOS", "CURRENT-IMAGE", "TARGET-IMAGE"]
+                      "TARGET", "VERIFIED", "CURRENT-RHCOS", "TARGET-RHCOS", "CURRENT-IMAGE", "TARGET-IMAGE"]
     assert "\x1b[" not in result.out
     rows = {line.split()[0]: line.split() for line in lines[1:8]}
     assert set(rows) == {"cluster"} | {p.stem for p in EXAMPLE_MACHINESETS.glob("*.yaml")}
@@ -142,8 +143,9 @@ def test_table_of_the_example(run: Run) -> None:
     # The example's Machine Config Operator (4.22) updates its unowned rhel-9 MachineSets itself;
     # the rhel-10 one is this controller's (the MCO skips other streams).
     # CURRENT and TARGET as OpenShift releases (comparable), the RHCOS builds and images beside them.
+    # No Machine booted from its image has been recorded: unverified (SPEC section 3b).
     assert row[1:] == ["MS", "AWS", "aarch64", "rhel-9", "mco", "mco-patch", "BootImageOutdated", "4.16", "4.22",
-                       "416.94.202405291527-0", golden_stream()["architectures"]["aarch64"]["artifacts"]["aws"]["release"],
+                       "unverified", "416.94.202405291527-0", golden_stream()["architectures"]["aarch64"]["artifacts"]["aws"]["release"],
                        current_ami, expected_target(name)]
     assert rows[f"{INFRA}-worker-custom-us-east-1b"][6:8] == ["skip", "UnknownBootImage"]
     assert rows[f"{INFRA}-worker-rhel10-us-east-1a"][5:7] == ["bootimage-controller", "patch"]

@@ -208,3 +208,18 @@ def test_the_planner_never_writes_a_golden_image_that_failed_its_first_boot_here
     other = BootVerdict(Verdict.FAILED, "ami-0ther", None, None, None, "").with_failed("ami-0ther")
     ms["metadata"]["annotations"][ANNOTATION_BOOT_IMAGE_VERIFIED] = other.to_annotation()
     assert plan(ms).action is Action.PATCH
+
+
+def test_plan_carries_the_verdict_recorded_for_the_image_the_machineset_boots() -> None:
+    ms = machineset(MS)
+    current = ms["spec"]["template"]["spec"]["providerSpec"]["value"]["ami"]["id"]
+    assert plan(ms).to_json()["verified"] == {"verdict": "unverified", "image": current, "machine": None,
+                                              "node": None, "at": None,
+                                              "reason": "no verdict recorded for this boot image"}
+    record = BootVerdict(Verdict.VERIFIED, current, "m1", "n1", "2026-11-28T11:03:00Z", "joined")
+    ms["metadata"].setdefault("annotations", {})[ANNOTATION_BOOT_IMAGE_VERIFIED] = record.to_annotation()
+    assert plan(ms).to_json()["verified"] == record.to_json()
+    # A verdict about another image says nothing about this one.
+    other = BootVerdict(Verdict.VERIFIED, "ami-0ther", "m1", "n1", "t", "joined")
+    ms["metadata"]["annotations"][ANNOTATION_BOOT_IMAGE_VERIFIED] = other.to_annotation()
+    assert plan(ms).to_json()["verified"]["verdict"] == "unverified"
