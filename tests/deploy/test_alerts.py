@@ -164,6 +164,34 @@ CASES: dict[str, dict[str, Any]] = {
              "exp_samples": [{"labels": "cluster:bootimage_controller_boot_image_releases_behind:max", "value": 6}]},
         ],
     },
+    "a boot image that failed its first boot, on the leader only": {
+        "input_series": [
+            series("bootimage_controller_boot_image_verified", "-1x20", namespace=NS, pod="leader",
+                   exported_namespace="openshift-machine-api", name="gpu", kind="MachineSet"),
+            series("bootimage_controller_boot_image_verified", "1x20", namespace=NS, pod="leader",
+                   exported_namespace="openshift-machine-api", name="workers", kind="MachineSet"),
+            series("bootimage_controller_boot_image_verified", "0x20", namespace=NS, pod="leader",
+                   exported_namespace="openshift-machine-api", name="infra", kind="MachineSet"),
+            # a follower's stale view is not the cluster's state
+            series("bootimage_controller_boot_image_verified", "-1x20", namespace=NS, pod="follower",
+                   exported_namespace="openshift-machine-api", name="workers", kind="MachineSet"),
+            series("bootimage_controller_leader", "1x20", namespace=NS, pod="leader"),
+            series("bootimage_controller_leader", "0x20", namespace=NS, pod="follower"),
+        ],
+        "alert_rule_test": [
+            {"eval_time": "2m", "alertname": "BootImageFirstBootFailed", "exp_alerts": [{
+                "exp_labels": {"severity": "warning", "namespace": NS, "pod": "leader",
+                               "exported_namespace": "openshift-machine-api", "name": "gpu", "kind": "MachineSet"},
+                "exp_annotations": {
+                    "summary": "A boot image failed its first boot: MachineSet gpu cannot scale up from it.",
+                    "description": ("A Machine of MachineSet openshift-machine-api/gpu created from a boot image never "
+                                    "joined (or the cloud refused the image). bootimage-controller rolled back what it "
+                                    "wrote; an image another writer put there is reported with the fix (Event "
+                                    "BootImageFirstBootFailed on the MachineSet)."),
+                    "runbook_url": f"{DOCS_BASE_URL}/runbooks.md#bootimagefirstbootfailed",
+                }}]},
+        ],
+    },
     "a leader and an up replica: quiet": {
         "input_series": [
             series("up", "1x40", job="bootimage-controller-metrics", namespace=NS, pod="a"),
