@@ -35,6 +35,7 @@ from ..core.rollback import failed_image_rollback, verdict_patch, wrote_current
 from ..core.verification import (
     BootVerdict,
     MachineIndex,
+    NodeFacts,
     Verdict,
     VerificationInputs,
     VerificationOutcome,
@@ -76,17 +77,28 @@ class BootVerification:
         self.options = options
         self.upgrade_gate = upgrade_gate
         self.clock = clock
+        # Both rebuilt on the next verdict after a change: one pass over the Machines (or Nodes) per
+        # batch of changes, not one per MachineSet judged.
         self._index: MachineIndex | None = None
-        machines = store.informers.get(MACHINES_ROLE)
+        self._nodes: dict[str, NodeFacts] | None = None
+        machines, nodes = store.informers.get(MACHINES_ROLE), store.informers.get(NODES_ROLE)
         if machines is not None:
-            machines.add_handler(on_add=self._machines_changed, on_update=self._machine_updated,
-                                 on_delete=self._machines_changed)
+            machines.add_handler(on_add=self._forget_machines, on_update=self._machine_updated,
+                                 on_delete=self._forget_machines)
+        if nodes is not None:
+            nodes.add_handler(on_add=self._forget_nodes, on_update=self._node_updated, on_delete=self._forget_nodes)
 
-    def _machines_changed(self, _obj: object) -> None:
-        self._index = None  # rebuilt on the next verdict: one pass over the Machines per change batch
+    def _forget_machines(self, _obj: object) -> None:
+        self._index = None
 
     def _machine_updated(self, _old: object, _new: object) -> None:
         self._index = None
+
+    def _forget_nodes(self, _obj: object) -> None:
+        self._nodes = None
+
+    def _node_updated(self, _old: object, _new: object) -> None:
+        self._nodes = None
 
     def applies_to(self, obj: dict[str, object], decision: BootImageDecision) -> bool:
         """Machine API MachineSets whose boot image field is known (CPMS machines are the control
@@ -98,8 +110,10 @@ class BootVerification:
     def inputs(self) -> VerificationInputs:
         if self._index is None:
             self._index = MachineIndex.build(self.store.list(MACHINES_ROLE))
-        nodes = (node_facts(n) for n in self.store.list(NODES_ROLE))
-        return VerificationInputs(self._index, {n.name: n for n in nodes if n.name})
+        if self._nodes is None:
+            facts = (node_facts(n) for n in self.store.list(NODES_ROLE))
+            self._nodes = {n.name: n for n in facts if n.name}
+        return VerificationInputs(self._index, self._nodes)
 
     async def verify(self, obj: dict[str, object], decision: BootImageDecision, kind: MachineKind,
                      may_write: bool) -> VerificationOutcome:

@@ -223,3 +223,31 @@ def test_plan_carries_the_verdict_recorded_for_the_image_the_machineset_boots() 
     other = BootVerdict(Verdict.VERIFIED, "ami-0ther", "m1", "n1", "t", "joined")
     ms["metadata"]["annotations"][ANNOTATION_BOOT_IMAGE_VERIFIED] = other.to_annotation()
     assert plan(ms).to_json()["verified"]["verdict"] == "unverified"
+
+
+def test_the_trimmed_caches_keep_everything_a_verdict_reads() -> None:
+    from bootimage_controller.core.verification import machine_facts, node_facts, trim_machine, trim_node
+
+    machine = _machine_object("m1", {"a": "1"}, owner_uid="uid-ms")
+    machine["metadata"].update(creationTimestamp="2026-11-28T11:00:00Z", resourceVersion="7",
+                               managedFields=[{"manager": "x" * 500}], annotations={"big": "y" * 5000})
+    machine["spec"]["providerSpec"]["value"].update(
+        kind="GCPMachineProviderSpec", disks=[{"boot": True, "image": "projects/p/global/images/i", "sizeGb": 128}],
+        userDataSecret={"name": "worker-user-data"}, tags=["t"] * 50)
+    machine["status"] = {"phase": "Failed", "errorReason": "InvalidConfiguration", "errorMessage": "image not found",
+                         "nodeRef": {"kind": "Node", "name": "n1", "uid": "u"},
+                         "providerStatus": {"instanceId": "i-1", "conditions": [{"type": "x"}] * 20},
+                         "addresses": [{"type": "InternalIP", "address": "10.0.0.1"}] * 5}
+    for path in (("spec", "providerSpec", "value", "ami"), ("spec", "providerSpec", "value", "disks", 0, "image")):
+        assert machine_facts(trim_machine(machine), path) == machine_facts(machine, path)
+    trimmed = trim_machine(machine)
+    assert len(json.dumps(trimmed)) < len(json.dumps(machine)) / 5
+    assert trimmed["metadata"]["resourceVersion"] == "7"  # the informer still tells versions apart
+    assert machines_of({"metadata": {"namespace": "openshift-machine-api", "name": "x", "uid": "uid-ms"}},
+                       [trimmed]) == [trimmed]
+    node = {"metadata": {"name": "n1", "resourceVersion": "3", "labels": {"a": "b"}},
+            "status": {"conditions": [{"type": "MemoryPressure", "status": "False"},
+                                      {"type": "Ready", "status": "True", "lastTransitionTime": "t",
+                                       "message": "kubelet is posting ready status"}],
+                       "images": [{"names": ["x" * 200]}] * 50}}
+    assert node_facts(trim_node(node)) == node_facts(node) == NodeFacts("n1", True, "t")
