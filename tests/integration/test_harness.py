@@ -82,6 +82,7 @@ async def test_every_crd_is_established(kube_api: k8s_client.ApiClient) -> None:
     assert crds == {
         "machinesets.machine.openshift.io",
         "controlplanemachinesets.machine.openshift.io",
+        "machines.machine.openshift.io",
         "machineconfigurations.operator.openshift.io",
         "clusterversions.config.openshift.io",
         "infrastructures.config.openshift.io",
