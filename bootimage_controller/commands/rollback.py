@@ -16,9 +16,6 @@ from kubernetes_asyncio.client import CustomObjectsApi
 
 from ..constants import (
     ANNOTATION_BOOT_IMAGE_UPDATES,
-    ANNOTATION_PREVIOUS,
-    ANNOTATION_RELEASE,
-    ANNOTATION_UPDATED_AT,
     BOOT_IMAGE_UPDATES_DISABLED,
     CAPI_MACHINESET,
     CAPI_NAMESPACE,
@@ -27,10 +24,8 @@ from ..constants import (
     MACHINESET_KIND,
 )
 from ..core.capi.resources import INFRA_REF_NAME_PATH
-from ..core.claims import boot_image_patch
 from ..core.model import dotted, get_path
-from ..core.rollback import rollback_changes
-from ..core.times import format_time
+from ..core.rollback import rollback_changes, rollback_patch
 from ..errors import InputError
 from ..kube.api_errors import ApiError, Conflict, NotFound
 from ..kube.capi_discovery import discover_capi_version
@@ -70,15 +65,8 @@ async def rollback_machineset(api: Any, namespace: str, name: str, *, dry_run: b
         # delete the MachineSet. The daemon is releasing every claim; roll back once it is done.
         print(f"error: the claim holder {writer.holder_namespace}/{CLAIM_HOLDER_NAME} is being deleted; run rollback again once it is gone")
         return 1
-    annotations = {
-        ANNOTATION_PREVIOUS: json.dumps(changes[0].old, sort_keys=True, separators=(",", ":")),
-        ANNOTATION_UPDATED_AT: format_time(datetime.now(UTC)),
-        ANNOTATION_BOOT_IMAGE_UPDATES: BOOT_IMAGE_UPDATES_DISABLED,
-    }
-    ops = boot_image_patch(obj, changes, annotations, holder.uid)
-    # The restored image's release is unknown here: drop the record rather than keep a wrong one.
-    if ANNOTATION_RELEASE in ((obj.get("metadata") or {}).get("annotations") or {}):
-        ops.append({"op": "remove", "path": "/metadata/annotations/" + ANNOTATION_RELEASE.replace("/", "~1")})
+    ops = rollback_patch(obj, changes, holder.uid, datetime.now(UTC),
+                         {ANNOTATION_BOOT_IMAGE_UPDATES: BOOT_IMAGE_UPDATES_DISABLED})
     try:
         await writer.patch(obj, ops, "rollback")
     except (Conflict, NotFound) as exc:

@@ -115,8 +115,14 @@ def _is_digest(value: str) -> bool:
 _DIGEST_CHARS = 16  # 64 bits: it only tells one MachineSet's successive targets apart
 
 
+def fingerprint(value: Any) -> str:
+    """A boot image field's value as our records write it: compact JSON, keys sorted (the
+    hot-loop target, `boot-image-previous`), so two records of one value are the same text."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
 def target_fingerprint(decision: BootImageDecision) -> str:
-    return json.dumps(decision.target, sort_keys=True, separators=(",", ":"))
+    return fingerprint(decision.target)
 
 
 def target_digest(fingerprint: str) -> str:
@@ -170,9 +176,7 @@ def record_annotations(decision: BootImageDecision, hot_loop: HotLoopRecord, now
         ANNOTATION_STREAM: decision.stream or "",
         ANNOTATION_UPDATED_AT: format_time(now),
         # The boot image field's value before the patch (CAPI: the template's name), for rollback.
-        ANNOTATION_PREVIOUS: json.dumps(
-            decision.capi.old_name if decision.capi is not None else decision.current, sort_keys=True, separators=(",", ":")
-        ),
+        ANNOTATION_PREVIOUS: fingerprint(decision.capi.old_name if decision.capi is not None else decision.current),
         ANNOTATION_HOT_LOOP: hot_loop.to_annotation(),
     }
     if decision.target_release:

@@ -146,11 +146,11 @@ class BootVerification:
         assert decision.field is not None  # applies_to
         holder = await self.holders.current(kind.scope)
         try:
-            ops = failed_image_rollback(dict(obj), decision.field, outcome.verdict, holder.uid, now)
+            ops, previous = failed_image_rollback(dict(obj), decision.field, outcome.verdict, holder.uid, now)
         except InputError as exc:
             # No record to roll back to (a hand edit removed it): reported, never guessed.
             return replace(outcome, write_error=f"cannot roll back: {exc}")
-        restored = ops_value(ops)
+        restored = image_label(previous)
         error = await self._send(kind, obj, "roll back failed boot image", ops)
         if error is not None:
             return replace(outcome, write_error=error)
@@ -170,13 +170,6 @@ class BootVerification:
         except ApiError as exc:
             return f"{what}: {exc.describe()}"
         return None
-
-
-def ops_value(ops: list[dict[str, object]]) -> str | None:
-    """The boot image a roll back puts back, named as verdicts name images."""
-    replaced = next((op.get("value") for op in ops if op.get("op") == "replace"
-                     and "providerSpec" in str(op.get("path"))), None)
-    return image_label(replaced)
 
 
 def _annotations(obj: dict[str, object]) -> dict[str, str]:
