@@ -29,12 +29,10 @@ CPMS_VERSION: Final = "v1"
 CPMS_PLURAL: Final = "controlplanemachinesets"
 CPMS_KIND: Final = "ControlPlaneMachineSet"
 CPMS_NAME: Final = "cluster"
-# Machines (boot verification, SPEC section 3b): what a MachineSet creates, and how a Node names its
-# Machine.
+# Machines (boot verification, SPEC section 3b): what a MachineSet creates.
 MACHINE_VERSION: Final = "v1beta1"
 MACHINE_PLURAL: Final = "machines"
 MACHINE_KIND: Final = "Machine"
-MACHINE_NODE_ANNOTATION: Final = "machine.openshift.io/machine"
 
 # Cluster API (issue 16, docs/capi.md). CAPI kinds share names with the Machine API's, so inside the
 # controller (informer roles, decision `kind`, keys) they go by `Kind.group`, as kubectl spells them.
@@ -139,11 +137,9 @@ ANNOTATION_REPLACES: Final = f"{_MCO}/boot-image-replaces"
 # An administrator hands a MachineSet to this controller (value `bootimage-controller`, SPEC rule 2b).
 ANNOTATION_BOOT_IMAGE_MANAGER: Final = f"{_MCO}/boot-image-manager"
 # Boot verification (SPEC section 3b): the verdict on a MachineSet's boot image (JSON), and the
-# canary opt-in (annotation, value `Enabled`) and label (on a canary Machine: its MachineSet).
+# label of a canary Machine (its MachineSet's name: it counts for that MachineSet only).
 ANNOTATION_BOOT_IMAGE_VERIFIED: Final = f"{_MCO}/boot-image-verified"
-ANNOTATION_BOOT_IMAGE_CANARY: Final = f"{_MCO}/boot-image-canary"
 LABEL_BOOT_IMAGE_CANARY: Final = f"{_MCO}/boot-image-canary"
-BOOT_IMAGE_CANARY_ENABLED: Final = "Enabled"
 # How long a Machine whose instance runs may go without a Node before its image counts as failed
 # (`run --first-boot-timeout`). MachineHealthCheck's nodeStartupTimeout defaults to 10m on
 # OpenShift; a first boot also pulls and pivots to the release's OS image, hence twice that.

@@ -282,10 +282,28 @@ class BootImageDecision:
 
 
 def unverified_json(current: Any) -> dict[str, Any]:
-    """`verified` where no verdict is recorded for the boot image (SPEC section 3b)."""
-    image = current.get("id") if isinstance(current, Mapping) else current
-    return {"verdict": "unverified", "image": image if isinstance(image, str) else None, "machine": None,
+    """`verified` where no verdict is recorded for the boot image (SPEC section 3b): the image
+    named as verdicts name it (`image_label`)."""
+    return {"verdict": "unverified", "image": image_label(current), "machine": None,
             "node": None, "at": None, "reason": "no verdict recorded for this boot image"}
+
+
+def image_label(value: Any) -> str | None:
+    """One string per boot image, the same for a MachineSet's field and a Machine's: the AMI id,
+    the GCP image path, the Azure gallery resource or `publisher:offer:sku:version`, the vSphere
+    template. None when the value names no image."""
+    if isinstance(value, str):
+        return value or None
+    if not is_mapping(value):
+        return None
+    for key in ("id", "resourceID"):
+        found = value.get(key)
+        if isinstance(found, str) and found:
+            return found
+    parts = [value.get(k) for k in ("publisher", "offer", "sku", "version")]
+    if all(isinstance(p, str) and p for p in parts):
+        return ":".join(str(p) for p in parts)
+    return None
 
 
 def _jsonable(value: Any) -> Any:

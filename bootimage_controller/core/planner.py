@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
+from functools import cached_property
 from typing import Any
 
 from ..constants import (
@@ -33,11 +34,11 @@ from .context import ClusterFacts
 from .enrollment import Enrollment
 from .golden import GoldenBootImages
 from .manager import ManagerVerdict, decide_manager
-from .model import BootImageDecision, MachineResource, dotted, get_path, is_mapping
+from .model import BootImageDecision, MachineResource, dotted, get_path, image_label, is_mapping
 from .providers import rules_for_platform
 from .providers._common import release_rhel_major
 from .providers.base import Failure, RuleContext, Skip, Target
-from .verification import BootVerdict, image_label
+from .verification import BootVerdict
 
 
 def plan_all(
@@ -60,12 +61,8 @@ def plan_machine(
         resource = obj if isinstance(obj, MachineResource) else MachineResource.from_object(obj)
     except InputError as exc:
         return _invalid_object(obj, exc)
-    decision = _Planner(resource, golden, facts, enrollment).decide()
-    if ANNOTATION_BOOT_IMAGE_VERIFIED in resource.annotations:
-        recorded = BootVerdict.from_annotations(resource.annotations)
-        if recorded is not None and recorded.image is not None and recorded.image == image_label(decision.current):
-            decision = replace(decision, verified=recorded.to_json())
-    return decision
+    planner = _Planner(resource, golden, facts, enrollment)
+    return planner.with_recorded_verdict(planner.decide())
 
 
 def identify_boot_image(obj: Any, golden: GoldenBootImages, facts: ClusterFacts) -> BootImageDecision:
@@ -313,10 +310,23 @@ class _Planner:
             **extra,
         )
 
+    @cached_property
+    def recorded(self) -> BootVerdict | None:
+        """The verdict recorded on the MachineSet (SPEC section 3b), read once for the rule below
+        and for the decision's `verified`."""
+        return BootVerdict.from_annotations(self.r.annotations)
+
+    def with_recorded_verdict(self, decision: BootImageDecision) -> BootImageDecision:
+        """`decision` carrying the recorded verdict when it is about the image the MachineSet boots."""
+        recorded = self.recorded
+        if recorded is None or recorded.image is None or recorded.image != image_label(decision.current):
+            return decision
+        return replace(decision, verified=recorded.to_json())
+
     def _failed_first_boot(self, t: Target) -> str | None:
         """SPEC section 3b: a golden image this controller rolled back from after its first boot
         failed here is not written to this MachineSet again while the golden data names it."""
-        recorded = BootVerdict.from_annotations(self.r.annotations)
+        recorded = self.recorded
         image = image_label(t.target)
         if recorded is None or image is None or image not in recorded.failed_images:
             return None

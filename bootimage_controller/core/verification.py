@@ -30,10 +30,9 @@ from typing import Any
 from ..constants import (
     ANNOTATION_BOOT_IMAGE_VERIFIED,
     LABEL_BOOT_IMAGE_CANARY,
-    MACHINE_NODE_ANNOTATION,
     Manager,
 )
-from .model import JsonPath, as_mapping, get_path, is_mapping, parse_dotted
+from .model import JsonPath, as_mapping, get_path, image_label, is_mapping, parse_dotted
 from .times import format_time
 
 # The failed images kept in the record (the newest last): enough for a golden image, its rollback
@@ -47,7 +46,6 @@ _PROVIDER_VALUE = "providerSpec.value"
 PHASE_RUNNING = "Running"
 PHASE_FAILED = "Failed"
 PHASE_PROVISIONED = "Provisioned"
-PHASE_DELETING = "Deleting"
 
 # Errors that say the cloud had no room or no allowance: never the image's.
 _NOT_THE_IMAGE = re.compile(
@@ -225,24 +223,6 @@ def fix_for(writer: Manager, ours_to_roll_back: bool) -> str:
     return f"its writer ({writer}) holds the boot image: put the previous image back where {writer} keeps it"
 
 
-def image_label(value: Any) -> str | None:
-    """One string per boot image, the same for a MachineSet's field and a Machine's: the AMI id,
-    the GCP image path, the Azure gallery resource or `publisher:offer:sku:version`, the vSphere
-    template. None when the value names no image."""
-    if isinstance(value, str):
-        return value or None
-    if not is_mapping(value):
-        return None
-    for key in ("id", "resourceID"):
-        found = value.get(key)
-        if isinstance(found, str) and found:
-            return found
-    parts = [value.get(k) for k in ("publisher", "offer", "sku", "version")]
-    if all(isinstance(p, str) and p for p in parts):
-        return ":".join(str(p) for p in parts)
-    return None
-
-
 def machine_image_path(decision_field: str | None) -> JsonPath | None:
     """Where a Machine's boot image is, from the MachineSet decision's `field`
     (`spec.template.spec.providerSpec.value.ami` -> `spec.providerSpec.value.ami`)."""
@@ -280,12 +260,6 @@ def node_facts(node: Mapping[str, Any]) -> NodeFacts:
         ready=ready is not None and ready.get("status") == "True",
         ready_since=_str_or_none(ready.get("lastTransitionTime")) if ready is not None else None,
     )
-
-
-def node_machine(node: Mapping[str, Any]) -> str | None:
-    """`namespace/name` of the Machine a Node says it is (annotation `machine.openshift.io/machine`)."""
-    value = get_path(node, ("metadata", "annotations", MACHINE_NODE_ANNOTATION))
-    return value if isinstance(value, str) and value else None
 
 
 def selects(selector: Any, labels: Mapping[str, str]) -> bool:

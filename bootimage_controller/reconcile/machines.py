@@ -185,7 +185,7 @@ class MachineReconciler:
         """Boot verification (SPEC section 3b), after the write: a MachineSet patched now boots an
         image nobody has tried, and the watch event of the patch brings it back here."""
         checks = self.c.verification
-        if checks is None or state.patched or not checks.applies_to(obj, decision):
+        if checks is None or state.patched or not checks.applies_to(decision):
             return None
         return await checks.verify(obj, decision, self.kinds[split_key(key)[0]], self.c.may_write())
 

@@ -23,14 +23,14 @@ from datetime import datetime, timedelta
 import structlog
 
 from ..constants import (
-    CAPI_MACHINESET,
     DEFAULT_FIRST_BOOT_TIMEOUT,
     MACHINESET_KIND,
     Action,
     Manager,
+    Platform,
     Reason,
 )
-from ..core.model import BootImageDecision
+from ..core.model import BootImageDecision, image_label
 from ..core.rollback import failed_image_rollback, verdict_patch, wrote_current
 from ..core.verification import (
     BootVerdict,
@@ -39,7 +39,6 @@ from ..core.verification import (
     Verdict,
     VerificationInputs,
     VerificationOutcome,
-    image_label,
     judge_machine_set,
     node_facts,
 )
@@ -100,10 +99,12 @@ class BootVerification:
     def _node_updated(self, _old: object, _new: object) -> None:
         self._nodes = None
 
-    def applies_to(self, obj: dict[str, object], decision: BootImageDecision) -> bool:
-        """Machine API MachineSets whose boot image field is known (CPMS machines are the control
-        plane's; Cluster API Machines are not read yet: docs/install.md says so)."""
-        return (obj.get("kind") == MACHINESET_KIND and decision.kind != CAPI_MACHINESET
+    def applies_to(self, decision: BootImageDecision) -> bool:
+        """Machine API MachineSets whose boot image is known. Not judged (docs/install.md says so):
+        the ControlPlaneMachineSet (its Machines are the control plane's); Cluster API pools (their
+        Machines are not read yet); vSphere, whose template is refreshed in place under the same
+        name, so a Machine's template name does not tell which build it booted."""
+        return (decision.kind == MACHINESET_KIND and decision.platform != Platform.VSPHERE
                 and decision.field is not None and decision.current is not None
                 and MACHINES_ROLE in self.store.informers)
 

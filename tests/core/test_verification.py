@@ -16,6 +16,7 @@ from bootimage_controller.constants import (
     Action,
     Reason,
 )
+from bootimage_controller.core.model import image_label
 from bootimage_controller.core.verification import (
     BootVerdict,
     MachineFacts,
@@ -23,7 +24,6 @@ from bootimage_controller.core.verification import (
     Verdict,
     VerificationInputs,
     image_failure,
-    image_label,
     judge,
     judge_machine_set,
     machine_image_path,
@@ -251,3 +251,11 @@ def test_the_trimmed_caches_keep_everything_a_verdict_reads() -> None:
                                        "message": "kubelet is posting ready status"}],
                        "images": [{"names": ["x" * 200]}] * 50}}
     assert node_facts(trim_node(node)) == node_facts(node) == NodeFacts("n1", True, "t")
+
+
+@pytest.mark.parametrize("fixture", ["azure-x86_64-marketplace-noplan-4.20.yaml", "gcp-x86_64-us-central1-a-4.16.yaml"])
+def test_plan_names_the_unverified_image_as_verdicts_name_it(fixture: str) -> None:
+    d = plan(machineset(fixture))
+    assert d.current is not None
+    # The same name a recorded verdict would carry for it, so the two can be compared.
+    assert d.to_json()["verified"]["image"] == image_label(d.current) is not None

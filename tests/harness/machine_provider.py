@@ -24,12 +24,14 @@ from typing import Any
 
 from kubernetes_asyncio.client import ApiClient
 
-from bootimage_controller.constants import MACHINE_NODE_ANNOTATION, MAPI_NAMESPACE
+from bootimage_controller.constants import MAPI_NAMESPACE
 
 from .objects import MERGE_PATCH, kube_request
 
 MACHINES_PATH = f"/apis/machine.openshift.io/v1beta1/namespaces/{MAPI_NAMESPACE}/machines"
 CAPACITY_LABEL = "test.bootimage-controller/capacity-error"
+# How a Node names its Machine (the machine-api-operator's nodelink controller sets it).
+MACHINE_NODE_ANNOTATION = "machine.openshift.io/machine"
 
 
 class Boot(Enum):
