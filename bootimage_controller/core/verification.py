@@ -193,6 +193,9 @@ class VerificationOutcome:
     failed_machine: MachineFacts | None = None
     recheck_after: float | None = None  # seconds: a Machine's first-boot timeout runs out then
     write_error: str | None = None  # the record or the roll back was refused
+    # A roll back is due but was not written: the MachineSet changed first, or the claims are being
+    # released. The next event tries again; what is said waits for it.
+    rollback_pending: bool = False
 
     @property
     def failed(self) -> bool:
@@ -205,6 +208,10 @@ class VerificationOutcome:
         if self.rolled_back_to is not None:
             return (f"boot image {v.image} failed its first boot ({v.reason}); rolled back to {self.rolled_back_to} "
                     "and not written again while the golden data names it")
+        if self.rollback_pending:
+            return f"boot image {v.image} failed its first boot ({v.reason}); being rolled back"
+        if self.write_error is not None:
+            return f"boot image {v.image} failed its first boot ({v.reason}); {self.write_error}"
         fix = fix_for(self.writer, self.ours_to_roll_back)
         return f"boot image {v.image}, kept by {self.writer}, failed its first boot ({v.reason}); {fix}"
 
@@ -217,9 +224,12 @@ def fix_for(writer: Manager, ours_to_roll_back: bool) -> str:
         return ("this controller did not write it and has no earlier image to go back to: set the MachineSet's boot "
                 "image to one that boots, or wait for the next golden image")
     if writer is Manager.MCO:
+        # `rollback` needs our record of a previous image, which a MachineSet the MCO wrote lacks:
+        # after the hand-over the admin sets the image that booted.
         return ("the Machine Config Operator wrote it and would write it again: hand the MachineSet over with "
-                "`bootimage-controller hand-over NAME` and then `bootimage-controller rollback NAME`, or leave it "
-                "out of the MCO's managedBootImages with a Partial machineResourceSelector")
+                "`bootimage-controller hand-over NAME` and set a boot image that boots (`bootimage-controller "
+                "rollback NAME` once this controller has recorded one), or leave it out of the MCO's "
+                "managedBootImages with a Partial machineResourceSelector")
     return f"its writer ({writer}) holds the boot image: put the previous image back where {writer} keeps it"
 
 

@@ -151,8 +151,8 @@ def new_first_boot_failure(previous: MachineSetState | None, state: MachineSetSt
     """A failed first boot not said before: by this process (the previous outcome) or in the
     record it found (a restart). A roll back is always new: it just happened."""
     found = state.verification
-    if found is None or found.verdict.verdict is not Verdict.FAILED:
-        return False
+    if found is None or found.verdict.verdict is not Verdict.FAILED or found.rollback_pending:
+        return False  # (a roll back still to be written says it when it is)
     if found.rolled_back_to is not None:
         return True
     v = found.verdict

@@ -139,38 +139,49 @@ class BootVerification:
             # Only evidence is recorded: an unverified verdict is said (metrics, `plan`) but never
             # written, so a pass over a fleet without new Machines costs no write.
             return outcome
-        error = await self._send(kind, obj, "record boot image verdict", verdict_patch(obj, verdict))
+        _, error = await self._send(kind, obj, "record boot image verdict", verdict_patch(obj, verdict))
         return outcome if error is None else replace(outcome, write_error=error)
 
     async def _roll_back(self, obj: dict[str, object], decision: BootImageDecision, kind: MachineKind,
                          outcome: VerificationOutcome, now: datetime) -> VerificationOutcome:
         assert decision.field is not None  # applies_to
-        holder = await self.holders.current(kind.scope)
-        try:
-            ops, previous = failed_image_rollback(dict(obj), decision.field, outcome.verdict, holder.uid, now)
-        except InputError as exc:
-            # No record to roll back to (a hand edit removed it): reported, never guessed.
-            return replace(outcome, write_error=f"cannot roll back: {exc}")
-        restored = image_label(previous)
-        error = await self._send(kind, obj, "roll back failed boot image", ops)
+        holders = self.holders
+        # The patch re-asserts our claim: under the claims gate, never to a holder being deleted,
+        # like every other claim (machines.py). A release in progress: the next event rolls back.
+        async with holders.gate.claiming():
+            holder = await holders.current(kind.scope)
+            if holder.deleting:
+                return replace(outcome, rollback_pending=True)
+            try:
+                ops, previous = failed_image_rollback(dict(obj), decision.field, outcome.verdict, holder.uid, now)
+            except InputError as exc:
+                # No record to roll back to (a hand edit removed it): reported, never guessed.
+                return replace(outcome, write_error=f"cannot roll back: {exc}")
+            applied, error = await self._send(kind, obj, "roll back failed boot image", ops)
         if error is not None:
             return replace(outcome, write_error=error)
+        if not applied:
+            # The MachineSet changed first: nothing was written; its watch event judges it again.
+            return replace(outcome, rollback_pending=True)
+        restored = image_label(previous)
         log.warning("rolled back a boot image that failed its first boot", namespace=decision.namespace,
                     name=decision.name, image=outcome.verdict.image, restored=restored)
         return replace(outcome, verdict=outcome.verdict.with_failed(str(outcome.verdict.image)),
                        rolled_back_to=restored, recheck_after=None)
 
-    async def _send(self, kind: MachineKind, obj: dict[str, object], what: str, ops: list[dict[str, object]]) -> str | None:
-        """Send one guarded patch; the refusal in words, or None when it was applied. A conflict or
-        a deleted object is no error: the watch event of that change brings the MachineSet back."""
+    async def _send(self, kind: MachineKind, obj: dict[str, object], what: str,
+                    ops: list[dict[str, object]]) -> tuple[bool, str | None]:
+        """Send one guarded patch: (applied, the refusal in words). Not applied without a refusal:
+        the object changed or went first (a conflict, deleted) or the upgrade gate closed; the
+        watch event of that change brings the MachineSet back."""
         try:
             with write_preconditions(self.upgrade_gate):
                 await kind.scope.writer.patch(obj, ops, what)
         except (Conflict, NotFound, UpgradeGateClosed):
-            return None
+            return False, None
         except ApiError as exc:
-            return f"{what}: {exc.describe()}"
-        return None
+            return False, f"{what}: {exc.describe()}"
+        return True, None
 
 
 def _annotations(obj: dict[str, object]) -> dict[str, str]:
