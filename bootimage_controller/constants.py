@@ -140,6 +140,18 @@ ANNOTATION_BOOT_IMAGE_MANAGER: Final = f"{_MCO}/boot-image-manager"
 # label of a canary Machine (its MachineSet's name: it counts for that MachineSet only).
 ANNOTATION_BOOT_IMAGE_VERIFIED: Final = f"{_MCO}/boot-image-verified"
 LABEL_BOOT_IMAGE_CANARY: Final = f"{_MCO}/boot-image-canary"
+# The canary (SPEC section 3b): a MachineSet annotated `boot-image-canary: Enabled` gets one canary
+# Machine after each boot image write of the daemon (the annotation shares the label's key). On the
+# canary Machine: who runs it (`daemon` or `verify-boot`), and when it is deleted whatever it shows.
+ANNOTATION_BOOT_IMAGE_CANARY: Final = LABEL_BOOT_IMAGE_CANARY
+BOOT_IMAGE_CANARY_ENABLED: Final = "Enabled"
+ANNOTATION_CANARY_RUNNER: Final = f"{_MCO}/boot-image-canary-runner"
+ANNOTATION_CANARY_DEADLINE: Final = f"{_MCO}/boot-image-canary-deadline"
+CANARY_RUNNER_DAEMON: Final = "daemon"
+CANARY_RUNNER_VERIFY_BOOT: Final = "verify-boot"
+# The label every Machine API Machine must carry: the machine controller refuses one without it
+# (machine-api-operator `validateMachine`: "missing machine.openshift.io/cluster-api-cluster label").
+LABEL_MACHINE_CLUSTER_ID: Final = "machine.openshift.io/cluster-api-cluster"
 # How long a Machine whose instance runs may go without a Node before its image counts as failed
 # (`run --first-boot-timeout`). MachineHealthCheck's nodeStartupTimeout defaults to 10m on
 # OpenShift; a first boot also pulls and pivots to the release's OS image, hence twice that.
@@ -450,6 +462,9 @@ EVENT_DEPRECATED: Final = "BootImageDeprecated"
 EVENT_FIRST_BOOT_FAILED: Final = "BootImageFirstBootFailed"
 EVENT_VERIFIED: Final = "BootImageVerified"
 EVENT_ROLLED_BACK: Final = "BootImageRolledBack"
+# The daemon's canary (SPEC section 3b): started (Normal), or could not be made or recorded (Warning).
+EVENT_CANARY_STARTED: Final = "BootImageCanaryStarted"
+EVENT_CANARY_NOT_RUN: Final = "BootImageCanaryNotRun"
 EVENT_COMPONENT: Final = "bootimage-controller"
 # The events.k8s.io/v1 `note` limit; core/v1 has none, but a longer message helps nobody.
 MAX_EVENT_MESSAGE: Final = 1024

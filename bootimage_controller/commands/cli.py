@@ -346,6 +346,29 @@ def _add_rollback(sub: Any) -> None:
     p.set_defaults(handler=_lazy("commands.release_claims", "rollback"))
 
 
+def _add_verify_boot(sub: Any) -> None:
+    p = sub.add_parser(
+        "verify-boot", help="boot one canary Machine from each MachineSet's template and record the verdict",
+        description=(
+            "Prove a MachineSet's boot image (SPEC section 3b): create one Machine from its template that no "
+            "MachineSet selects (label machineconfiguration.openshift.io/boot-image-canary: <MachineSet>), wait "
+            "until its Node is Ready, it fails, or --timeout passes, record the verdict on the MachineSet "
+            "(annotation machineconfiguration.openshift.io/boot-image-verified) and delete the Machine. Run again "
+            "after an interruption: it takes over the canary it left."
+        ),
+        epilog="exit status: 0 every image verified, 3 an image failed its first boot, 1 a verdict could not be "
+               "told (capacity, no instance in time, an error), each said in one line",
+    )
+    p.add_argument("names", nargs="+", metavar="NAME", help="the MachineSets (Machine API)")
+    p.add_argument("-n", "--namespace", default=MAPI_NAMESPACE, help=f"their namespace (default: {MAPI_NAMESPACE})")
+    p.add_argument("--timeout", type=duration_arg, default=DEFAULT_FIRST_BOOT_TIMEOUT, metavar="DURATION",
+                   help="how long a canary may take to join (default: 20m, as run --first-boot-timeout)")
+    p.add_argument("--keep", action="store_true", help="leave the canary Machine (and its Node) when done")
+    _add_kubeconfig(p, "default: in-cluster, else $KUBECONFIG or ~/.kube/config")
+    _add_logging(p, one_shot=True)
+    p.set_defaults(handler=_lazy("commands.verify_boot", "verify_boot"))
+
+
 def _add_hand_over(sub: Any) -> None:
     p = sub.add_parser(
         "hand-over", help="hand MachineSets to this controller: claim and annotation in one write",
@@ -431,6 +454,7 @@ _COMMANDS: dict[str, Callable[[Any], None]] = {
     "aleph-report": _add_aleph_report,
     "release-claims": _add_release_claims,
     "rollback": _add_rollback,
+    "verify-boot": _add_verify_boot,
     "hand-over": _add_hand_over,
     "hand-back": _add_hand_over,
     "fleet": _add_fleet,

@@ -47,7 +47,7 @@ async def rollback_machineset(api: Any, namespace: str, name: str, *, dry_run: b
     if obj is None:
         print(f"error: MachineSet {namespace}/{name} not found")
         return 1
-    field = dotted(INFRA_REF_NAME_PATH) if capi else _boot_image_field(obj)
+    field = dotted(INFRA_REF_NAME_PATH) if capi else boot_image_field(obj)
     try:
         changes, previous = rollback_changes(obj, field)
     except InputError as exc:
@@ -82,7 +82,7 @@ async def rollback_machineset(api: Any, namespace: str, name: str, *, dry_run: b
     return 0
 
 
-def _boot_image_field(obj: dict[str, Any]) -> str:
+def boot_image_field(obj: dict[str, Any]) -> str:
     """Where the boot image lives for this MachineSet's platform (the planner's Target.field)."""
     spec = get_path(obj, ("spec", "template", "spec", "providerSpec", "value")) or {}
     kind = spec.get("kind") if isinstance(spec, dict) else None

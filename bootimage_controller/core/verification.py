@@ -29,6 +29,8 @@ from typing import Any
 
 from ..constants import (
     ANNOTATION_BOOT_IMAGE_VERIFIED,
+    ANNOTATION_CANARY_DEADLINE,
+    ANNOTATION_CANARY_RUNNER,
     LABEL_BOOT_IMAGE_CANARY,
     Manager,
 )
@@ -171,6 +173,7 @@ class Judgement:
     verdict: BootVerdict
     recheck_at: datetime | None = None
     failed_machine: MachineFacts | None = None  # the Machine whose failure is the image's
+    machines: tuple[MachineFacts, ...] = ()  # what it was judged from (`judge_machine_set`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,6 +199,12 @@ class VerificationOutcome:
     # A roll back is due but was not written: the MachineSet changed first, or the claims are being
     # released. The next event tries again; what is said waits for it.
     rollback_pending: bool = False
+    # The daemon's canary (core/canary.py): the one running, the one created and those deleted in
+    # this reconcile, and why none could be made or recorded.
+    canary: str | None = None
+    canary_created: str | None = None
+    canary_deleted: tuple[str, ...] = ()
+    canary_error: str | None = None
 
     @property
     def failed(self) -> bool:
@@ -468,8 +477,9 @@ def judge_machine_set(
     """`judge` for one MachineSet: its Machines picked from `inputs`, their images read where the
     decision says the MachineSet's boot image is."""
     path = machine_image_path(decision_field)
-    facts = [machine_facts(m, path) for m in inputs.index.of(machine_set)]
-    return judge(image_label(current), facts, inputs.nodes, recorded, now, first_boot_timeout)
+    facts = tuple(machine_facts(m, path) for m in inputs.index.of(machine_set))
+    judgement = judge(image_label(current), facts, inputs.nodes, recorded, now, first_boot_timeout)
+    return replace(judgement, machines=facts)
 
 
 # What the Machine and Node caches keep (SPEC section 3b: "only the fields this needs"): a Machine
@@ -494,7 +504,7 @@ def trim_machine(machine: dict[str, Any]) -> dict[str, Any]:
     return {
         "apiVersion": machine.get("apiVersion"),
         "kind": machine.get("kind"),
-        "metadata": {k: meta[k] for k in _KEPT_METADATA if k in meta},
+        "metadata": {**{k: meta[k] for k in _KEPT_METADATA if k in meta}, **_canary_annotations(meta)},
         "spec": {"providerSpec": {"value": kept_value}},
         "status": {
             **{k: status[k] for k in ("phase", "errorReason", "errorMessage") if k in status},
@@ -503,6 +513,13 @@ def trim_machine(machine: dict[str, Any]) -> dict[str, Any]:
                if provider_status.get("instanceId") or provider_status.get("instanceID") else {}),
         },
     }
+
+
+def _canary_annotations(meta: Mapping[str, Any]) -> dict[str, Any]:
+    """A canary's runner and deadline (core/canary.py); no other Machine annotation is kept."""
+    annotations = as_mapping(meta.get("annotations"))
+    kept = {k: annotations[k] for k in (ANNOTATION_CANARY_RUNNER, ANNOTATION_CANARY_DEADLINE) if k in annotations}
+    return {"annotations": kept} if kept else {}
 
 
 def trim_node(node: dict[str, Any]) -> dict[str, Any]:

@@ -8,6 +8,8 @@ from typing import Any, Protocol
 
 from ..constants import (
     ACTIONABLE_SKIPS,
+    EVENT_CANARY_NOT_RUN,
+    EVENT_CANARY_STARTED,
     EVENT_DEPRECATED,
     EVENT_DISAGREEMENT,
     EVENT_FAILED,
@@ -30,7 +32,7 @@ from ..constants import (
 )
 from ..core.capi.planner import ROLLOUT_NOTE
 from ..core.companion import hive_proposal_message, proposal_message
-from ..core.verification import Verdict
+from ..core.verification import Verdict, VerificationOutcome
 from .state import MachineSetState
 
 Notice = tuple[str, str, str]  # (type, reason, message)
@@ -184,4 +186,15 @@ def verification_events(previous: MachineSetState | None, state: MachineSetState
         if not any(w.verdict is Verdict.VERIFIED and w.image == v.image for w in said):
             notices.append((EVENT_TYPE_NORMAL, EVENT_VERIFIED,
                             f"boot image {v.image} verified: {v.reason}"))
+    return [*notices, *_canary_events(before, found)]
+
+
+def _canary_events(before: VerificationOutcome | None, found: VerificationOutcome) -> list[Notice]:
+    notices: list[Notice] = []
+    if found.canary_created is not None:
+        notices.append((EVENT_TYPE_NORMAL, EVENT_CANARY_STARTED,
+                        f"canary Machine {found.canary_created} created to prove boot image {found.verdict.image}; "
+                        "it is deleted once its verdict is recorded"))
+    if found.canary_error is not None and (before is None or before.canary_error != found.canary_error):
+        notices.append((EVENT_TYPE_WARNING, EVENT_CANARY_NOT_RUN, found.canary_error))
     return notices

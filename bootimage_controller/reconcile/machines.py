@@ -18,7 +18,7 @@ from typing import Any
 import structlog
 
 from .. import observability as obs
-from ..constants import ANNOTATION_HOT_LOOP, Action, Manager, Reason
+from ..constants import ANNOTATION_HOT_LOOP, MACHINESET_KIND, Action, Manager, Reason
 from ..core.capi.resources import capi_kind_key
 from ..core.claims import (
     LedgerEntry,
@@ -114,6 +114,8 @@ class MachineReconciler:
         if obj is None:
             memory.forget(key)
             self.c.delegation.forget(key)
+            if self.c.verification is not None and kind == MACHINESET_KIND and self.c.may_write():
+                await self.c.verification.orphaned_canaries(self.kinds[kind], namespace, name)
             return MachineOutcome(None, DONE)
         memory.seen(key, uid_of(obj))
         if resource_version(obj) != memory.superseded.get(key):

@@ -8,7 +8,9 @@ from the Machine and Node caches (`core/verification.judge_machine_set`, pure). 
   it again while the golden data names it (`TargetImageFailedFirstBoot`);
 - else a verdict that says something new is recorded (`boot-image-verified`) on a MachineSet this
   controller manages. Another manager's MachineSet (the MCO's, GitOps', Hive's) is never written:
-  its verdict is reported (Events, metrics, the ClusterOperator), naming the writer and the fix.
+  its verdict is reported (Events, metrics, the ClusterOperator), naming the writer and the fix;
+- then the canary step (`reconcile/canary.py`): a MachineSet annotated `boot-image-canary: Enabled`
+  gets one canary Machine after our write, recorded, then deleted.
 Every write is a JSON patch that tests the resourceVersion the verdict was judged from, sent through
 the same fenced client as every other write (only the leader, and never while the upgrade gate is
 closed); a conflict means the object changed, and its watch event brings it back here.
@@ -30,10 +32,12 @@ from ..constants import (
     Platform,
     Reason,
 )
-from ..core.model import BootImageDecision, image_label
+from ..core.canary import canary_enabled
+from ..core.model import BootImageDecision, get_path, image_label
 from ..core.rollback import failed_image_rollback, verdict_patch, wrote_current
 from ..core.verification import (
     BootVerdict,
+    Judgement,
     MachineIndex,
     NodeFacts,
     Verdict,
@@ -45,6 +49,7 @@ from ..core.verification import (
 from ..errors import InputError
 from ..kube.api_errors import ApiError, Conflict, NotFound
 from ..kube.fence import UpgradeGateClosed, write_preconditions
+from .canary import Canaries, CanaryInputs
 from .claim_reconciler import Holders
 from .kinds import MachineKind
 from .store import InformerStore
@@ -76,6 +81,7 @@ class BootVerification:
         self.options = options
         self.upgrade_gate = upgrade_gate
         self.clock = clock
+        self.canaries = Canaries(options.first_boot_timeout, upgrade_gate, clock)
         # Both rebuilt on the next verdict after a change: one pass over the Machines (or Nodes) per
         # batch of changes, not one per MachineSet judged.
         self._index: MachineIndex | None = None
@@ -131,16 +137,55 @@ class BootVerification:
             recheck_after=(judgement.recheck_at - now).total_seconds() if judgement.recheck_at is not None else None,
         )
         recordable = ours and decision.action is not Action.ERROR and decision.reason not in _NOT_RECORDED
-        if not (recordable and may_write):
+        if not may_write:
             return outcome
+        if recordable:
+            outcome = await self._record(obj, decision, kind, outcome, now)
+        return await self._canary(obj, decision, kind, judgement, outcome, recordable, now)
+
+    async def _record(self, obj: dict[str, object], decision: BootImageDecision, kind: MachineKind,
+                      outcome: VerificationOutcome, now: datetime) -> VerificationOutcome:
+        verdict = outcome.verdict
         if verdict.verdict is Verdict.FAILED and self.options.rollback and outcome.ours_to_roll_back:
             return await self._roll_back(obj, decision, kind, outcome, now)
-        if verdict.verdict is Verdict.UNVERIFIED or verdict.same_evidence(recorded):
+        if verdict.verdict is Verdict.UNVERIFIED or verdict.same_evidence(outcome.recorded_before):
             # Only evidence is recorded: an unverified verdict is said (metrics, `plan`) but never
             # written, so a pass over a fleet without new Machines costs no write.
             return outcome
         _, error = await self._send(kind, obj, "record boot image verdict", verdict_patch(obj, verdict))
         return outcome if error is None else replace(outcome, write_error=error)
+
+    async def _canary(self, obj: dict[str, object], decision: BootImageDecision, kind: MachineKind,
+                      judgement: Judgement, outcome: VerificationOutcome, recordable: bool,
+                      now: datetime) -> VerificationOutcome:
+        """The daemon's canary step (reconcile/canary.py), after the record: a canary's verdict is
+        recorded before the canary is deleted."""
+        inputs = self.inputs()
+        canaries = inputs.index.by_canary.get((decision.namespace, decision.name), ())
+        if not canaries and not canary_enabled(obj):
+            return outcome
+        peers = [ms for ms in self.store.list(MACHINESET_KIND)
+                 if get_path(ms, ("metadata", "namespace")) == decision.namespace]
+        report = await self.canaries.step(kind.scope.writer, CanaryInputs(
+            obj, peers, decision.field, decision.current, judgement.verdict, outcome.recorded_before,
+            outcome.ours_to_roll_back, recordable and outcome.rolled_back_to is None, judgement.machines,
+            canaries, inputs.nodes))
+        if report.error is not None:
+            log.warning("canary not run", namespace=decision.namespace, name=decision.name, error=report.error)
+        recheck = outcome.recheck_after
+        if report.recheck_at is not None:
+            after = (report.recheck_at - now).total_seconds()
+            recheck = after if recheck is None else min(recheck, after)
+        return replace(outcome, canary=report.running, canary_created=report.created, canary_deleted=report.deleted,
+                       canary_error=report.error, recheck_after=recheck)
+
+    async def orphaned_canaries(self, kind: MachineKind, namespace: str, name: str) -> None:
+        """The MachineSet `namespace/name` is gone: its daemon canaries go too."""
+        if MACHINES_ROLE not in self.store.informers:
+            return
+        canaries = self.inputs().index.by_canary.get((namespace, name), ())
+        if canaries:
+            await self.canaries.orphaned(kind.scope.writer, canaries)
 
     async def _roll_back(self, obj: dict[str, object], decision: BootImageDecision, kind: MachineKind,
                          outcome: VerificationOutcome, now: datetime) -> VerificationOutcome:

@@ -38,6 +38,8 @@ from ..constants import (
     INFRASTRUCTURE_GROUP,
     JSON_PATCH,
     MACHINE_API_GROUP,
+    MACHINE_PLURAL,
+    MACHINE_VERSION,
     MACHINESET_PLURAL,
     MACHINESET_VERSION,
     MERGE_PATCH,
@@ -249,6 +251,41 @@ class MachineSetWriter:
         except NotFound:
             return None
         return obj
+
+    # ---- canary Machines (SPEC section 3b, core/canary.py) ----------------------------------------
+    async def create_machine(self, body: Mapping[str, Any]) -> bool:
+        """Create a canary Machine. False when one of that name exists: the canary's name comes from
+        its MachineSet and image, so that is the same canary (another reconcile, a restart)."""
+        meta = body.get("metadata") or {}
+        namespace, name = str(meta.get("namespace")), str(meta.get("name"))
+        self.writes += 1
+        try:
+            await api_call(
+                lambda: send_and_discard(self.custom.create_namespaced_custom_object(
+                    MACHINE_API_GROUP, MACHINE_VERSION, namespace, MACHINE_PLURAL, dict(body),
+                    _preload_content=False)),
+                what=f"create canary Machine {namespace}/{name}",
+            )
+        except Conflict:
+            return False
+        log.info("canary Machine created", namespace=namespace, name=name)
+        return True
+
+    async def delete_machine(self, namespace: str, name: str, uid: str) -> bool:
+        """Delete one canary Machine, only the one with this uid. False when gone already."""
+        body = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}}
+        self.writes += 1
+        try:
+            await api_call(
+                lambda: send_and_discard(self.custom.delete_namespaced_custom_object(
+                    MACHINE_API_GROUP, MACHINE_VERSION, namespace, MACHINE_PLURAL, name, body=body,
+                    _preload_content=False)),
+                what=f"delete canary Machine {namespace}/{name}",
+            )
+        except (NotFound, Conflict):
+            return False
+        log.info("canary Machine deleted", namespace=namespace, name=name)
+        return True
 
     # ---- CAPI infrastructure templates ---------------------------------------------------------
     async def create_template(self, body: Mapping[str, Any]) -> None:

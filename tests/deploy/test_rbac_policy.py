@@ -86,7 +86,9 @@ CONTROLLER_REQUESTS = [
     # ControlPlaneMachineSet: informer, live list and writes, all by name.
     *(_req(v, CPMS, MAPI_NAMESPACE, CPMS_NAME) for v in ("list", "watch", "get", "patch")),
     # Boot verification (SPEC section 3b): the Machines' informer (every Node's is below).
-    *(_req(v, (MACHINE_API_GROUP, "machines"), MAPI_NAMESPACE) for v in ("list", "watch")),
+    *(_req(v, (MACHINE_API_GROUP, "machines"), MAPI_NAMESPACE) for v in ("list", "watch", "create")),
+    # The canary (reconcile/canary.py): deleted by name once judged.
+    _req("delete", (MACHINE_API_GROUP, "machines"), MAPI_NAMESPACE, "worker-us-east-1a-canary-0a1b2c"),
     # fresh_machines lists the ControlPlaneMachineSet by name too (metadata.name=cluster).
     # Golden data and claim holder informers (field selector metadata.name=...).
     *(_req(v, CM, MCO_NAMESPACE, BOOTIMAGES_CONFIGMAP) for v in ("list", "watch", "get")),

@@ -9,7 +9,8 @@ what a real provider and kubelet would for the image in its own providerSpec, by
 - `REFUSED`: the cloud refuses the image (`Failed`, `InvalidConfiguration`, `InvalidAMIID.NotFound`);
 - a Machine labelled `CAPACITY_LABEL`, whatever its image: `Failed` for capacity, not the image.
 `scale_up` creates a Machine from a MachineSet's template as its MachineSet controller does on a
-scale-up (owner reference, template labels and spec); `canary` Machines come from the daemon.
+scale-up (owner reference, template labels and spec); canary Machines come from the daemon and
+`verify-boot`. A deleted Machine's Node is deleted, as the machine controller does.
 """
 
 from __future__ import annotations
@@ -47,15 +48,26 @@ class MachineProvider:
     api: ApiClient
     images: Mapping[str, Boot]
     handled: set[str] = field(default_factory=set)
+    created: list[str] = field(default_factory=list)  # every Machine seen, in order
+    hold: bool = False  # True: the cloud does nothing yet (Machines wait for an instance)
     nodes: list[str] = field(default_factory=list)
 
     async def step(self) -> None:
-        for machine in (await kube_request(self.api, "GET", MACHINES_PATH))["items"]:
+        if self.hold:
+            return
+        machines = (await kube_request(self.api, "GET", MACHINES_PATH))["items"]
+        for machine in machines:
             name = machine["metadata"]["name"]
             if name in self.handled or machine["metadata"].get("deletionTimestamp"):
                 continue
             self.handled.add(name)
+            self.created.append(name)
             await self._boot(machine)
+        # A Machine deleted: its instance and Node go with it (the machine controller's drain and delete).
+        present = {m["metadata"]["name"] for m in machines}
+        for node in [n for n in self.nodes if n not in present]:
+            self.nodes.remove(node)
+            await kube_request(self.api, "DELETE", f"/api/v1/nodes/{node}")
 
     async def _boot(self, machine: dict[str, Any]) -> None:
         name = machine["metadata"]["name"]
@@ -92,8 +104,9 @@ class MachineProvider:
 
 
 @contextlib.asynccontextmanager
-async def machine_provider(api: ApiClient, images: Mapping[str, Boot], every: float = 0.2) -> AsyncIterator[MachineProvider]:
-    provider = MachineProvider(api, images)
+async def machine_provider(api: ApiClient, images: Mapping[str, Boot], every: float = 0.2,
+                           hold: bool = False) -> AsyncIterator[MachineProvider]:
+    provider = MachineProvider(api, images, hold=hold)
 
     async def loop() -> None:
         while True:
