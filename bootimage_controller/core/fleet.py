@@ -8,6 +8,8 @@ What a row says, and where it comes from:
   boot image's age (RHCOS build ids carry their build date) and the OpenShift release that shipped it;
 - skew: the verdict `plan` reaches, and the pools that would hold the next upgrade (below the limit,
   on the wrong RHEL stream, or in error while enforcement is Automatic);
+- verified: per pool `plan`'s `verified` (the verdict recorded on the MachineSet, SPEC section 3b),
+  and per cluster the oldest boot image no joined node has proven (`oldestUnverified`);
 - HostedClusters and their NodePools: `core/hypershift.py`.
 """
 
@@ -59,6 +61,12 @@ class PoolRow:
     current_deprecated: str | None = None  # the cloud says the current image is deprecated (plan's)
     # NodePools: the stream it moves to at the next major release, and whether that has its image.
     stream_after_upgrade: Mapping[str, Any] | None = None
+    # Machine pools: plan's `verified` (SPEC section 3b): has a node booted from its image and joined?
+    verified: Mapping[str, Any] | None = None
+
+    @property
+    def verdict(self) -> str | None:
+        return str(self.verified.get("verdict")) if self.verified is not None else None
 
     def to_json(self, node_pool: bool = False) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -80,6 +88,7 @@ class PoolRow:
             out["nextWrite"] = dict(self.next_write) if self.next_write is not None else None
             out["alsoWrittenBy"] = list(self.also_written_by)
             out["currentDeprecated"] = self.current_deprecated
+            out["verified"] = dict(self.verified) if self.verified is not None else None
         if node_pool:
             out["release"] = self.release
             out["validPlatformImage"] = self.valid_platform_image
@@ -119,9 +128,21 @@ class ClusterRow:
         return max(ages) if ages else None
 
     @property
+    def oldest_unverified(self) -> PoolRow | None:
+        """The pool whose boot image is the oldest not proven by a node that joined (`unverified` or
+        `failed`; SPEC section 3b): the image a scale-up is likeliest to find broken."""
+        pools = [p for p in self.pools if p.verified is not None and p.verdict != "verified"]
+        return max(pools, key=lambda p: (p.boot_image_age_days or -1, p.namespace, p.name), default=None)
+
+    @property
+    def boot_failures(self) -> tuple[PoolRow, ...]:
+        return tuple(p for p in self.pools if p.verdict == "failed")
+
+    @property
     def status(self) -> str:
         """One word for the table and the page, worst first: error, held, invalid-image, degraded,
-        outdated, ok."""
+        outdated, ok. A boot image that failed its first boot is `degraded`, as the cluster's
+        ClusterOperator says it."""
         if self.error is not None:
             return "error"
         if self.upgrades_held:
@@ -129,7 +150,7 @@ class ClusterRow:
         pools = self.every_pool
         if any(p.valid_platform_image is False for p in pools):
             return "invalid-image"
-        if any(p.action == Action.ERROR for p in pools):
+        if any(p.action == Action.ERROR for p in pools) or self.boot_failures:
             return "degraded"
         if any(p.action == Action.PATCH for p in pools):
             return "outdated"
@@ -148,12 +169,22 @@ class ClusterRow:
             "gate": dict(self.gate) if self.gate is not None else None,
             "heldBy": list(self.held_by),
             "pools": [p.to_json() for p in self.pools],
+            "oldestUnverified": _unverified_json(self.oldest_unverified),
         }
         if self.management_cluster is not None or self.node_pools is not None:
             out["managementCluster"] = self.management_cluster  # a HostedCluster's, or a Hive spoke's hub
         if self.node_pools is not None:
             out["nodePools"] = [p.to_json(node_pool=True) for p in self.node_pools]
         return out
+
+
+def _unverified_json(pool: PoolRow | None) -> dict[str, Any] | None:
+    """`oldestUnverified`: the pool, its image and verdict, and how old its build is."""
+    if pool is None or pool.verified is None:
+        return None
+    return {"namespace": pool.namespace, "name": pool.name, "kind": pool.kind,
+            "image": pool.verified.get("image"), "verdict": pool.verdict, "currentRelease": pool.current_release,
+            "bootImageAge": pool.boot_image_age_days}
 
 
 STATUS_ORDER = ("error", "held", "invalid-image", "degraded", "outdated", "ok")
@@ -219,6 +250,7 @@ def pool_row(d: BootImageDecision, index: PublishedImageIndex, now: datetime, fo
         next_write=forecast.of(d).to_json() if forecast is not None else None,
         also_written_by=tuple(shown["alsoWrittenBy"]),
         current_deprecated=d.current_deprecated,
+        verified=shown["verified"],
     )
 
 

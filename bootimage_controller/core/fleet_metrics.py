@@ -1,7 +1,7 @@
 """Fleet rows from an aggregating Prometheus (SPEC section 4, `fleet --prometheus`). Pure.
 
 Each daemon exports, per pool, `bootimage_controller_machineset_boot_image_info` (stream, arch,
-release, target_release, manager) and `..._age_seconds`; per cluster `bootimage_controller_skew_upgradeable`,
+release, target_release, manager), `..._age_seconds` and `bootimage_controller_boot_image_verified`; per cluster `bootimage_controller_skew_upgradeable`,
 `bootimage_controller_skew_enforcement_none` and `bootimage_controller_cluster_boot_image_info`. An
 aggregator (Thanos Querier, ACM Observability) adds a `cluster` label. The rows carry what those
 series carry and nothing else: no decision (`action`, `reason` stay null: the metrics do not say
@@ -16,10 +16,12 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from .fleet import ClusterRow, PoolRow
 from .index import PublishedImageIndex
 from .skew.record import ReleaseKind, release_kind
+from .verification import Verdict, verdict_of_value
 
 SECONDS_PER_DAY = 86400
 
@@ -43,6 +45,7 @@ class FleetSamples:
     cluster_images: Sequence[Sample]  # max by (cluster, release, source) (cluster_boot_image_info)
     up: Sequence[Sample]  # max by (cluster) (up{job=...})
     seen: Sequence[Sample]  # max by (cluster) (last_over_time(skew_upgradeable[lookback])): known lately
+    verified: Sequence[Sample] = ()  # min by (cluster, namespace, name, kind) (boot_image_verified)
 
 
 def fleet_rows(samples: FleetSamples, source: str, index: PublishedImageIndex,
@@ -65,7 +68,9 @@ def _row(name: str, found: Mapping[str, list[Sample]], source: str, index: Publi
     if not found.get("upgradeable"):
         return ClusterRow(name=name, source=source, error=_stale_reason(found))
     ages = {_pool_key(s): s.value for s in found.get("ages", [])}
-    pools = tuple(sorted((_pool(s, ages.get(_pool_key(s)), index) for s in found.get("pools", [])),
+    verdicts = {_pool_key(s): verdict_of_value(s.value) for s in found.get("verified", [])}
+    pools = tuple(sorted((_pool(s, ages.get(_pool_key(s)), verdicts.get(_pool_key(s)), index)
+                          for s in found.get("pools", [])),
                          key=lambda p: (p.namespace, p.name, p.kind)))
     upgradeable = min(s.value for s in found["upgradeable"]) == 1
     none = any(s.value == 1 for s in found.get("enforcement_none", []))
@@ -84,7 +89,7 @@ def _pool_key(s: Sample) -> tuple[str, str, str]:
     return (s.labels.get("namespace", ""), s.labels.get("name", ""), s.labels.get("kind", ""))
 
 
-def _pool(s: Sample, age_seconds: float | None, index: PublishedImageIndex) -> PoolRow:
+def _pool(s: Sample, age_seconds: float | None, verdict: Verdict | None, index: PublishedImageIndex) -> PoolRow:
     namespace, name, kind = _pool_key(s)
     current, target = s.labels.get("release") or None, s.labels.get("target_release") or None
     return PoolRow(
@@ -98,7 +103,15 @@ def _pool(s: Sample, age_seconds: float | None, index: PublishedImageIndex) -> P
         action=None, reason=None,
         current_openshift=index.openshift_release(current) if current else None,
         target_openshift=index.openshift_release(target) if target else None,
+        verified=_verified(verdict),
     )
+
+
+def _verified(verdict: Verdict | None) -> dict[str, Any]:
+    """`verified` as plan writes it, with what the metric carries: the verdict alone (a pool it does
+    not cover, e.g. a ControlPlaneMachineSet, is `unverified`, as plan says it)."""
+    return {"verdict": str(verdict or Verdict.UNVERIFIED), "image": None, "machine": None, "node": None,
+            "at": None, "reason": "from the bootimage_controller_boot_image_verified metric" if verdict else ""}
 
 
 def _skew(upgradeable: bool, none: bool, images: Iterable[Sample]) -> dict[str, object]:

@@ -75,6 +75,16 @@ class Verdict(StrEnum):
     UNVERIFIED = "unverified"
 
 
+# `bootimage_controller_boot_image_verified` (SPEC section 3b): the daemon sets it, `fleet --prometheus`
+# reads it back.
+VERDICT_VALUES = {Verdict.VERIFIED: 1, Verdict.UNVERIFIED: 0, Verdict.FAILED: -1}
+
+
+def verdict_of_value(value: float) -> Verdict:
+    """The verdict a metric value says (anything else than 1 or -1: unverified)."""
+    return Verdict.VERIFIED if value == 1 else Verdict.FAILED if value == -1 else Verdict.UNVERIFIED
+
+
 @dataclass(frozen=True, slots=True)
 class BootVerdict:
     """The verdict on one MachineSet's boot image (annotation `boot-image-verified`, `plan`'s

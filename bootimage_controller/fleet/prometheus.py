@@ -1,7 +1,7 @@
 """`fleet --prometheus URL`: the fleet from an aggregating Prometheus API (Thanos Querier, ACM
 Observability) instead of each cluster (SPEC section 4).
 
-Seven instant queries over `/api/v1/query`, each aggregated by the cluster label so two daemon
+Eight instant queries over `/api/v1/query`, each aggregated by the cluster label so two daemon
 replicas (or two scrapes of one) count once and the answer stays one series per pool: at 10,000
 clusters of 6 pools the largest answer is 60,000 series (docs/benchmarks.md). The rows are built by
 `core/fleet_metrics.py`. An answer that is not a Prometheus success is an error naming the URL and
@@ -19,6 +19,7 @@ from typing import Any
 import aiohttp
 
 from ..constants import (
+    METRIC_BOOT_IMAGE_VERIFIED,
     METRIC_CLUSTER_BOOT_IMAGE,
     METRIC_POOL_BOOT_IMAGE,
     METRIC_POOL_BOOT_IMAGE_AGE,
@@ -56,6 +57,8 @@ class PrometheusSource:
             "cluster_images": f"max by ({by}, release, source) ({METRIC_CLUSTER_BOOT_IMAGE}_info)",
             "up": f'max by ({by}) (up{{job="{self.job}"}})',
             "seen": f"max by ({by}) (last_over_time({METRIC_SKEW_UPGRADEABLE}[{SEEN_WITHIN}]))",
+            # min: a replica that saw the failure (-1) wins over one that has not judged yet (0).
+            "verified": f"min by ({pool}) ({METRIC_BOOT_IMAGE_VERIFIED})",
         }
 
 

@@ -44,6 +44,14 @@ def _pools_summary(row: ClusterRow) -> str:
     return f"{len(pools)}" + (f": {', '.join(parts)}" if parts else "")
 
 
+def verified_summary(row: ClusterRow) -> str:
+    """`2/3`: the machine pools whose boot image a joined node has proven, of those judged."""
+    judged = [p for p in row.pools if p.verified is not None]
+    if not judged:
+        return "-"
+    return f"{sum(p.verdict == 'verified' for p in judged)}/{len(judged)}"
+
+
 def _oldest(row: ClusterRow) -> str:
     """`812 d (4.16)`: the oldest pool's age and the release that shipped its boot image."""
     aged = [p for p in row.every_pool if p.boot_image_age_days is not None]
@@ -87,6 +95,10 @@ def note(row: ClusterRow) -> str:
     missing = [f"{p.name}: {p.missing_platform_image}" for p in row.every_pool if p.valid_platform_image is False]
     if missing:
         return "no platform image: " + "; ".join(missing)
+    failed = [f"{p.name} ({(p.verified or {}).get('image') or p.current_release or 'its image'})"
+              for p in row.boot_failures]
+    if failed:
+        return "boot image failed its first boot: " + "; ".join(failed)
     errors = [f"{p.name}: {p.reason}" for p in row.every_pool if p.action == "error"]
     moving = [p for p in row.every_pool if p.stream_after_upgrade]
     if moving:
@@ -99,13 +111,13 @@ def note(row: ClusterRow) -> str:
 
 # Dropped, in this order, when a terminal is too narrow for the rest: what stays tells the clusters
 # apart (CLUSTER, never cut), says how they stand (STATUS, POOLS, OLDEST) and what decides (NOTE).
-_FLEET_DROP = ("INSTALLED", "PLATFORM", "RELEASE")
+_FLEET_DROP = ("INSTALLED", "PLATFORM", "RELEASE", "VERIFIED")
 
 
 def table(rows: Sequence[ClusterRow], width: int = 160) -> str:
-    header = ["CLUSTER", "STATUS", "PLATFORM", "RELEASE", "INSTALLED", "POOLS", "OLDEST", "NOTE"]
+    header = ["CLUSTER", "STATUS", "PLATFORM", "RELEASE", "INSTALLED", "POOLS", "VERIFIED", "OLDEST", "NOTE"]
     body = [[r.name, r.status, r.platform or "-", r.release or "-", r.install_release or "-", _pools_summary(r),
-             _oldest(r), note(r)] for r in rows]
+             verified_summary(r), _oldest(r), note(r)] for r in rows]
 
     def fixed_width(columns: list[list[str]]) -> int:
         return sum(max(len(line[i]) for line in columns) for i in range(len(columns[0]) - 1)) + 2 * (len(columns[0]) - 1)
@@ -227,5 +239,15 @@ def _pool_cells(p: PoolRow) -> list[str]:
             release(p.current_release, p.current_openshift), release(p.target_release, p.target_openshift),
             "-" if p.boot_image_age_days is None else str(p.boot_image_age_days),
             f"{p.action} {p.reason}" if p.action else "-",
+            _verdict_cell(p),
             "" if p.valid_platform_image is None else ("yes" if p.valid_platform_image else
                                                        f"no: {p.missing_platform_image}")]
+
+
+def _verdict_cell(p: PoolRow) -> str:
+    """The pool's boot verdict and what proved it (`verified: node n1`), `-` for a NodePool."""
+    v = p.verified
+    if v is None:
+        return "-"
+    proof = f": node {v['node']}" if v.get("node") else f": {v['reason']}" if v.get("reason") else ""
+    return f"{v.get('verdict')}{proof}"

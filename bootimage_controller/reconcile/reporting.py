@@ -40,7 +40,7 @@ from ..core.status import (
     find_condition,
     progressing_condition,
 )
-from ..core.verification import Verdict
+from ..core.verification import VERDICT_VALUES
 from ..errors import BootImageControllerError
 from .state import MachineSetState
 from .status_reconciler import StatusView
@@ -48,8 +48,14 @@ from .status_writer import StatusWriter
 
 log = structlog.get_logger(__name__)
 
-# `bootimage_controller_boot_image_verified` (SPEC section 3b).
-VERDICT_VALUES = {Verdict.VERIFIED: 1, Verdict.UNVERIFIED: 0, Verdict.FAILED: -1}
+
+def boot_image_verified_value(state: MachineSetState) -> int | None:
+    """`bootimage_controller_boot_image_verified` of one MachineSet (None: not judged). -1 while a
+    failure stands: the image it boots failed, or the golden image did and was rolled back (it
+    stays unwritten until the golden data names another)."""
+    if state.verification is None:
+        return None
+    return -1 if state.boot_failure is not None else VERDICT_VALUES[state.verification.verdict.verdict]
 
 
 class PassReporter:
@@ -170,10 +176,8 @@ class PassReporter:
                 obs.DEPRECATED.labels(namespace=s.decision.namespace, name=s.decision.name, kind=s.decision.kind).set(1)
         obs.BOOT_IMAGE_VERIFIED.clear()
         for s in states:
-            if s.verification is not None:
-                # -1 while a failure stands: the image it boots failed, or the golden image did and
-                # was rolled back (it stays unwritten until the golden data names another).
-                value = -1 if s.boot_failure is not None else VERDICT_VALUES[s.verification.verdict.verdict]
+            value = boot_image_verified_value(s)
+            if value is not None:
                 obs.BOOT_IMAGE_VERIFIED.labels(namespace=s.decision.namespace, name=s.decision.name,
                                                kind=s.decision.kind).set(value)
         obs.WRITER_CONFLICTS.clear()

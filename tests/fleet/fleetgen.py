@@ -27,6 +27,11 @@ from harness.objects import (
     skew_none,
 )
 
+from bootimage_controller.commands.rollback import boot_image_field
+from bootimage_controller.constants import ANNOTATION_BOOT_IMAGE_VERIFIED
+from bootimage_controller.core.model import get_path, image_label, parse_dotted
+from bootimage_controller.core.verification import BootVerdict, Verdict
+
 # (fixture, platform, region, extra labels): the pools a generated cluster can have.
 POOLS: tuple[tuple[str, str, str | None], ...] = (
     ("aws-x86_64-us-east-1a-4.16.yaml", "AWS", "us-east-1"),
@@ -88,8 +93,24 @@ def tree_objects(spec: TreeSpec) -> list[dict[str, Any]]:
         machine_configuration(managed, SKEWS[spec.skew]),
     ]
     for n, pool in enumerate(spec.pools):
-        objs.append(_renamed(_machineset(POOLS[pool][0]), f"{spec.name}-worker-{n}"))
+        objs.append(_with_verdict(_renamed(_machineset(POOLS[pool][0]), f"{spec.name}-worker-{n}"),
+                                  VERDICTS[(spec.install + 2 * n + spec.skew) % len(VERDICTS)]))
     return objs
+
+
+# What the daemon recorded on a generated pool (SPEC section 3b): nothing, or a verdict on its image.
+VERDICTS = (None, "verified", None, "failed")
+
+
+def _with_verdict(obj: dict[str, Any], verdict: str | None) -> dict[str, Any]:
+    if verdict is None or obj["spec"]["template"]["spec"]["providerSpec"]["value"].get("kind") == \
+            "VSphereMachineProviderSpec":  # not judged on vSphere
+        return obj
+    image = image_label(get_path(obj, parse_dotted(boot_image_field(obj))))
+    record = BootVerdict(Verdict(verdict), image, f"{obj['metadata']['name']}-a", "node-a" if verdict == "verified"
+                         else None, "2026-11-20T10:00:00Z", f"generated {verdict} verdict")
+    obj["metadata"].setdefault("annotations", {})[ANNOTATION_BOOT_IMAGE_VERIFIED] = record.to_annotation()
+    return obj
 
 
 def _renamed(obj: dict[str, Any], name: str) -> dict[str, Any]:

@@ -197,3 +197,31 @@ def test_an_unpinned_node_pool_is_told_it_moves_to_rhel10_at_5_0_and_whether_it_
         node_pool_row(node_pool("a", "east", "4.21.3"), east, catalog, index, now),
         node_pool_row(node_pool("b", "gulf", "4.21.3"), gulf, catalog, index, now)))
     assert note(row) == "2 NodePool(s) move to rhel-10 at 5.0, no image for b"
+
+
+def _judged(name: str, verdict: str, age: int | None, image: str = "ami-1") -> PoolRow:
+    return PoolRow("openshift-machine-api", name, "MachineSet", "rhel-9", "x86_64", "bootimage-controller", None,
+                   None, age, "noop", "UpToDate",
+                   verified={"verdict": verdict, "image": image, "machine": None, "node": None, "at": None,
+                             "reason": ""})
+
+
+def test_each_pool_carries_its_verdict_and_the_cluster_its_oldest_unproven_image() -> None:
+    """SPEC section 3b: `fleet` per pool, and the oldest unverified image per cluster."""
+    from bootimage_controller.fleet.render import table
+
+    r = row("c1", pools=(_judged("young", "unverified", 10), _judged("old", "unverified", 900, "ami-old"),
+                         _judged("oldest", "verified", 1000)))
+    doc = r.to_json()
+    assert [p["verified"]["verdict"] for p in doc["pools"]] == ["unverified", "unverified", "verified"]
+    assert doc["oldestUnverified"] == {"namespace": "openshift-machine-api", "name": "old", "kind": "MachineSet",
+                                       "image": "ami-old", "verdict": "unverified", "currentRelease": None,
+                                       "bootImageAge": 900}
+    assert r.status == "ok"
+    failed = row("c2", pools=(_judged("gpu", "failed", 5, "ami-bad"), _judged("w", "verified", 5)))
+    assert failed.status == "degraded"  # as its ClusterOperator says it
+    out = table([r, failed], width=200)
+    assert "VERIFIED" in out.splitlines()[0]
+    assert "1/3" in out and "1/2" in out
+    assert "boot image failed its first boot: gpu (ami-bad)" in out
+    assert row("c3", pools=(_judged("w", "verified", 5),)).to_json()["oldestUnverified"] is None

@@ -32,17 +32,22 @@ from harness.tools import tool
 from prometheus_client import CollectorRegistry, Gauge, Info, generate_latest
 
 from bootimage_controller.constants import (
+    ANNOTATION_BOOT_IMAGE_VERIFIED,
+    METRIC_BOOT_IMAGE_VERIFIED,
     METRIC_CLUSTER_BOOT_IMAGE,
     METRIC_SKEW_NONE,
     METRIC_SKEW_UPGRADEABLE,
     Action,
+    Platform,
     SkewMode,
 )
+from bootimage_controller.core.model import BootImageDecision, image_label
 from bootimage_controller.core.skew.verdict import SkewLimits
+from bootimage_controller.core.verification import BootVerdict, Verdict, VerificationOutcome
 from bootimage_controller.fleet.prometheus import PrometheusSource
 from bootimage_controller.observability import PoolCollector
 from bootimage_controller.plan.inputs import classify, evaluate_plan_skew, load_paths, prepare, run_planner
-from bootimage_controller.reconcile.reporting import pool_boot_image
+from bootimage_controller.reconcile.reporting import boot_image_verified_value, pool_boot_image
 from bootimage_controller.reconcile.state import MachineSetState
 
 from .fleetgen import write_fleet
@@ -63,12 +68,29 @@ def exposition(tree: Path, now: datetime) -> bytes:
     pools = [pool_boot_image(MachineSetState(d), now) for d in decisions if d.action is not Action.ERROR]
     collector.show(lambda: pools)
     registry.register(collector)
+    verified = Gauge(METRIC_BOOT_IMAGE_VERIFIED, "", ["namespace", "name", "kind"], registry=registry)
+    for d in decisions:
+        value = boot_image_verified_value(judged(d))
+        if value is not None:
+            verified.labels(namespace=d.namespace, name=d.name, kind=d.kind).set(value)
     Gauge(METRIC_SKEW_UPGRADEABLE, "", registry=registry).set(1 if verdict.upgradeable else 0)
     Gauge(METRIC_SKEW_NONE, "", registry=registry).set(1 if verdict.mode is SkewMode.NONE else 0)
     if verdict.cluster_boot_image is not None:
         Info(METRIC_CLUSTER_BOOT_IMAGE, "", registry=registry).info(
             {"release": verdict.cluster_boot_image.value, "source": str(verdict.cluster_boot_image.source)})
     return generate_latest(registry)
+
+
+def judged(d: BootImageDecision) -> MachineSetState:
+    """The outcome the daemon reaches for a MachineSet whose Machines are all gone: the recorded
+    verdict stands (a pool at zero keeps what its last Machine proved). Judged as the daemon judges:
+    Machine API MachineSets whose image is known, not vSphere (`BootVerification.applies_to`)."""
+    if d.kind != "MachineSet" or d.platform == Platform.VSPHERE or d.current is None:
+        return MachineSetState(d)
+    recorded = BootVerdict.from_annotations({ANNOTATION_BOOT_IMAGE_VERIFIED: json.dumps(d.verified)}) \
+        if d.verified is not None else None
+    verdict = recorded or BootVerdict(Verdict.UNVERIFIED, image_label(d.current))
+    return MachineSetState(d, verification=VerificationOutcome(verdict, recorded, d.manager))
 
 
 class Targets:
@@ -181,8 +203,16 @@ def test_the_rows_from_prometheus_equal_the_direct_read(fleet: tuple[str, list[P
         for p in got["pools"]:  # days, computed at scrape time and at read time: a midnight may pass
             assert p["bootImageAge"] is None if ages[p["name"]] is None else abs(p["bootImageAge"] - ages[p["name"]]) <= 1
             assert (p["action"], p["reason"]) == (None, None)  # the metrics carry no decision
+        # The boot verdict of each pool, and the cluster's oldest unproven image (SPEC section 3b).
+        verdicts = {p["name"]: p["verified"]["verdict"] for p in cluster["pools"] if p["action"] != "error"}
+        assert {p["name"]: p["verified"]["verdict"] for p in got["pools"]} == verdicts, cluster["name"]
+        oldest = cluster["oldestUnverified"]
+        if oldest is not None and oldest["name"] in verdicts:
+            assert got["oldestUnverified"]["name"] == oldest["name"], cluster["name"]
     assert "up == 0" in rows["down-cluster"]["error"]
     assert "went stale" in rows["stale-cluster"]["error"]
+    every = [p["verified"]["verdict"] for c in from_metrics["clusters"] for p in c["pools"]]
+    assert {"verified", "failed", "unverified"} <= set(every), "the generated fleet should have every verdict"
     held = [c["name"] for c in direct["clusters"] if c["skew"]["upgradeable"] is False]
     assert held, "the generated fleet should hold some upgrades"
     assert {c["name"] for c in from_metrics["clusters"] if c["status"] == "held"} == set(held)
