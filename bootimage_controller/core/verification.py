@@ -29,8 +29,6 @@ from typing import Any
 
 from ..constants import (
     ANNOTATION_BOOT_IMAGE_VERIFIED,
-    ANNOTATION_CANARY_DEADLINE,
-    ANNOTATION_CANARY_RUNNER,
     LABEL_BOOT_IMAGE_CANARY,
     Manager,
 )
@@ -490,55 +488,6 @@ def judge_machine_set(
     facts = tuple(machine_facts(m, path) for m in inputs.index.of(machine_set))
     judgement = judge(image_label(current), facts, inputs.nodes, recorded, now, first_boot_timeout)
     return replace(judgement, machines=facts)
-
-
-# What the Machine and Node caches keep (SPEC section 3b: "only the fields this needs"): a Machine
-# is about 6 KB as served and a Node 10-20 KB; verification reads a few hundred bytes of either.
-_KEPT_METADATA = ("name", "namespace", "uid", "resourceVersion", "labels", "ownerReferences",
-                  "creationTimestamp", "deletionTimestamp")
-# The providerSpec keys that name a boot image on each platform (AWS `ami`, Azure `image`, vSphere
-# `template`, GCP the boot disks' `image`); the kind, so a Machine of any platform is told apart.
-_IMAGE_KEYS = ("kind", "ami", "image", "template")
-
-
-def trim_machine(machine: dict[str, Any]) -> dict[str, Any]:
-    meta = as_mapping(machine.get("metadata"))
-    value = as_mapping(get_path(machine, ("spec", "providerSpec", "value")))
-    kept_value: dict[str, Any] = {k: value[k] for k in _IMAGE_KEYS if k in value}
-    disks = [{"boot": d.get("boot"), "image": d.get("image")} for d in _list(value.get("disks")) if is_mapping(d)]
-    if disks:
-        kept_value["disks"] = disks
-    status = as_mapping(machine.get("status"))
-    provider_status = as_mapping(status.get("providerStatus"))
-    node_ref = as_mapping(status.get("nodeRef"))
-    return {
-        "apiVersion": machine.get("apiVersion"),
-        "kind": machine.get("kind"),
-        "metadata": {**{k: meta[k] for k in _KEPT_METADATA if k in meta}, **_canary_annotations(meta)},
-        "spec": {"providerSpec": {"value": kept_value}},
-        "status": {
-            **{k: status[k] for k in ("phase", "errorReason", "errorMessage") if k in status},
-            **({"nodeRef": {"name": node_ref.get("name")}} if node_ref else {}),
-            **({"providerStatus": {"instanceId": provider_status.get("instanceId") or provider_status.get("instanceID")}}
-               if provider_status.get("instanceId") or provider_status.get("instanceID") else {}),
-        },
-    }
-
-
-def _canary_annotations(meta: Mapping[str, Any]) -> dict[str, Any]:
-    """A canary's runner and deadline (core/canary.py); no other Machine annotation is kept."""
-    annotations = as_mapping(meta.get("annotations"))
-    kept = {k: annotations[k] for k in (ANNOTATION_CANARY_RUNNER, ANNOTATION_CANARY_DEADLINE) if k in annotations}
-    return {"annotations": kept} if kept else {}
-
-
-def trim_node(node: dict[str, Any]) -> dict[str, Any]:
-    meta = as_mapping(node.get("metadata"))
-    conditions = [c for c in _list(get_path(node, ("status", "conditions"))) if is_mapping(c) and c.get("type") == "Ready"]
-    return {
-        "metadata": {k: meta[k] for k in ("name", "uid", "resourceVersion") if k in meta},
-        "status": {"conditions": [{k: c.get(k) for k in ("type", "status", "lastTransitionTime")} for c in conditions]},
-    }
 
 
 def machine_set_names(machine: Mapping[str, Any], machine_sets: Iterable[Mapping[str, Any]]) -> list[str]:

@@ -13,7 +13,7 @@ import gc
 import signal
 import ssl
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import structlog
@@ -61,7 +61,7 @@ from ..reconcile.loop import KeyList, KeySink
 from ..reconcile.reporting import PassReporter
 from ..reconcile.status_clock import StatusClock
 from ..reconcile.status_writer import StatusWriter
-from ..reconcile.store import InformerStore, build_informers
+from ..reconcile.store import DEFERRED_ROLES, InformerStore, build_informers
 from ..reconcile.stub_ignition import StubIgnitionChecks
 from ..reconcile.verification import VerificationOptions
 from ..reconcile.writer import MachineSetWriter
@@ -132,7 +132,7 @@ async def run_async(args: argparse.Namespace) -> int:
     vsphere = VSphereChecks.for_core_api(VSphereOptions.from_args(args), core)
     cloud = CloudChecks(core, args.gcp_endpoint, args.azure_endpoint, vsphere, platform)
     informers = build_informers(api, capi_version, platform)
-    store = InformerStore(informers)
+    store = InformerStore(informers, DEFERRED_ROLES)
     custom = CustomObjectsApi(api)
     queue_metrics = obs.QueueMetrics("bootimage")
     queue = WorkQueue("bootimage", metrics=queue_metrics)
@@ -170,8 +170,10 @@ async def run_async(args: argparse.Namespace) -> int:
             on_update=lambda _old, new: writer.observe_machineconfiguration(new),
         )
     watch_cluster_proxy(informers, cloud)
+    deferred = DeferredCaches(informers, supervisor)
     for name, informer in informers.items():
-        supervisor.watch(informer.start(), f"informer-{name}")
+        if name not in DEFERRED_ROLES or args.once:  # `--once` judges in its one pass: it lists them all
+            supervisor.watch(informer.start(), f"informer-{name}")
     supervisor.spawn(cloud.prime(), "cloud-credentials", finite=True)  # reads only: every replica may
     tls = secure_metrics(args)
     health = HealthServer(
@@ -192,7 +194,8 @@ async def run_async(args: argparse.Namespace) -> int:
     try:
         if args.once:
             return await _once(api, parts, reporter, writer, events, elector, args, pass_done)
-        return await _serve(parts, queue, elector, writer, events, supervisor, args.concurrency, args.resync_period)
+        return await _serve(parts, queue, elector, writer, events, supervisor, args.concurrency, args.resync_period,
+                            deferred)
     finally:
         supervisor.stopping()
         queue.shutdown()
@@ -321,7 +324,7 @@ async def _once(
     if refused is not None:
         log.error("not allowed to read; writing nothing", refused=refused)
         return _once_failed(f"{refused}; wrote nothing")
-    if not store.synced():
+    if not store.synced(deferred=True):
         log.error("caches did not sync; writing nothing", timeout=SYNC_TIMEOUT, errors=store.sync_errors())
         errors = "; ".join(f"{k}: {v}" for k, v in sorted(store.sync_errors().items()))
         return _once_failed(f"the caches did not sync within {SYNC_TIMEOUT:g}s ({errors}); wrote nothing")
@@ -366,13 +369,60 @@ async def _once(
         await elector.release()
 
 
+class DeferredCaches:
+    """The caches no write waits for (reconcile/store.DEFERRED_ROLES), started once: by the first
+    leader after its first pass (`_judge_after_first_pass`), so that listing them (at 5,000 pools,
+    15,000 Machines and as many Nodes) takes nothing from the first patches."""
+
+    def __init__(self, informers: Mapping[str, Any], supervisor: Supervisor) -> None:
+        self.informers = {role: informers[role] for role in DEFERRED_ROLES if role in informers}
+        self.supervisor = supervisor
+        self.started = False
+
+    async def start(self) -> None:
+        """One after the other: two lists decoding pages at once would double the peak."""
+        if self.started:
+            return
+        self.started = True
+        for name, informer in self.informers.items():
+            self.supervisor.watch(informer.start(), f"informer-{name}")
+            await informer.wait_synced(SYNC_TIMEOUT)
+
+
+# The longest the deferred caches wait for the first pass to end (a pass kept busy by retries).
+FIRST_PASS_WAIT = 60.0
+
+
+async def _judge_after_first_pass(store: InformerStore, queue: WorkQueue, deferred: DeferredCaches | None,
+                                  enqueue_all: Callable[[], None]) -> None:
+    """Start the deferred caches once the first pass has drained the queue (or FIRST_PASS_WAIT has
+    passed); once they have listed, every MachineSet again: its boot verdict could not be judged
+    before."""
+    if deferred is not None and not deferred.started:
+        waited = 0.0
+        while queue.busy and waited < FIRST_PASS_WAIT:
+            await asyncio.sleep(0.2)
+            waited += 0.2
+        await deferred.start()
+    if store.synced(deferred=True):
+        log.info("boot verification's caches listed before this pass")
+        return
+    while not await store.wait_synced(SYNC_TIMEOUT, deferred=True):
+        log.warning("boot verification's caches have not listed yet; no verdict is judged until they do",
+                    errors=store.sync_errors())
+    log.info("boot verification's caches listed: judging every MachineSet")
+    enqueue_all()
+
+
 async def _synced_or_refused(store: Any) -> str | None:
     """Wait for the caches; `--once` stops at the first 403 (the long-running daemon retries, as
     RBAC may be fixed meanwhile) and returns the refusal in one sentence naming the role."""
     from ..kube.forbidden import Refusal, refused_sentence
 
     deadline = asyncio.get_running_loop().time() + SYNC_TIMEOUT
-    while not await store.wait_synced(min(0.5, max(0.0, deadline - asyncio.get_running_loop().time()))):
+    # Every cache, the deferred ones too: the one pass judges boot verdicts as well.
+    while not await store.wait_synced(min(0.5, max(0.0, deadline - asyncio.get_running_loop().time())),
+                                      deferred=True):
         refusals = [r for r in map(Refusal.from_message, store.sync_errors().values()) if r is not None]
         if refusals:
             return refused_sentence(refusals, "run")
@@ -445,6 +495,7 @@ async def _serve(
     supervisor: Supervisor,
     concurrency: int,
     resync_period: float = DEFAULT_RESYNC_PERIOD,
+    deferred: DeferredCaches | None = None,
 ) -> int:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -467,6 +518,8 @@ async def _serve(
         parts.loop.enqueue_all()
         # Finite: it is cancelled when the workers stop; an exception from it is still a failure.
         resync = supervisor.spawn(_resync(parts.loop.enqueue_all, resync_period), "resync", finite=True)
+        judging = supervisor.spawn(_judge_after_first_pass(parts.store, queue, deferred, parts.loop.enqueue_all),
+                                   "deferred-caches", finite=True)
         workers = loop.create_task(run_workers(queue, parts.loop.reconcile, concurrency), name="workers")
         try:
             await asyncio.wait({workers, stopped}, return_when=asyncio.FIRST_COMPLETED)
@@ -483,6 +536,7 @@ async def _serve(
                 workers.result()  # an exception from the workers is the election's end, and the exit code
         finally:
             resync.cancel()
+            judging.cancel()
             workers.cancel()
         # The last words, while still leading.
         await _last_words(writer, events, LAST_WORDS_GRACE)

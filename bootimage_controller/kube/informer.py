@@ -183,6 +183,7 @@ class Informer:
         forbidden_ok: bool = False,
         share_strings_from: int = SHARE_STRINGS_FROM,
         trim: Callable[[KubeObject], KubeObject] | None = None,
+        page_size: int = LIST_PAGE_SIZE,
     ) -> None:
         """`absent_ok`: a 404 on LIST (the kind is not served, e.g. its CRD is not installed)
         counts as synced-and-empty, and the list is retried with backoff until the kind appears;
@@ -194,8 +195,11 @@ class Informer:
         stays unsynced until the list works. `share_strings_from`: the cache size from which cached
         objects share their strings (`SharedStrings`); objects cached before it is reached keep
         their own. `trim`: what the cache keeps of each object (the rest is dropped as it arrives;
-        handlers see the trimmed object), for kinds of which only a few fields are read."""
+        handlers see the trimmed object), for kinds of which only a few fields are read.
+        `page_size`: objects per list page; a page is decoded whole before it is trimmed, so a
+        trimmed cache of large objects lists in smaller pages (its peak is a page, not the list)."""
         self.source = source
+        self.page_size = page_size
         self.trim = trim
         self.share_strings_from = share_strings_from
         self.absent_ok = absent_ok
@@ -368,7 +372,7 @@ class Informer:
         while True:
             kwargs: dict[str, Any] = {
                 **self.source.selectors(),
-                "limit": LIST_PAGE_SIZE,
+                "limit": self.page_size,
                 "_preload_content": False,
                 "_request_timeout": LIST_TIMEOUT,
             }
@@ -590,6 +594,8 @@ def _cached_form(obj: KubeObject, share: bool) -> KubeObject:
     `metadata.managedFields` (server-side-apply bookkeeping, often a third of a MachineSet's size)
     only the entries of writers that can keep the boot image field (SPEC rule 2b's `external`;
     usually none)."""
+    if type(obj) is not dict:
+        return obj  # a trimmed form of its own (core/machine_cache.py), kept as it is
     meta = obj.get("metadata")
     if isinstance(meta, dict):
         entries = meta.pop("managedFields", None)

@@ -32,15 +32,17 @@ from ..core.cluster import (
 from ..core.context import PlanningContext, golden_origin, planning_context
 from ..core.golden import GoldenBootImages
 from ..core.index import PublishedImageIndex
-from ..core.verification import trim_machine, trim_node
+from ..core.machine_cache import trim_machine, trim_node
 from ..errors import BootImageControllerError
 from ..kube.fence import UpgradeGateClosed
-from ..kube.informer import Informer, ListWatch
+from ..kube.informer import LIST_PAGE_SIZE, Informer, ListWatch
 
 log = structlog.get_logger(__name__)
 
 # Boot verification reads a few fields of each Machine and Node: the caches keep only those.
 TRIMS = dict(zip((r.role for r in VERIFICATION_READS), (trim_machine, trim_node), strict=True))
+# A Node is 10-20 KB as served: 100 of them decoded at once, not 500 (kube.informer.LIST_PAGE_SIZE).
+TRIMMED_PAGE_SIZE = 100
 MAPI_HOLDER = "holder"  # the informer of the Machine API's claim holder
 CAPI_HOLDER = "holder:capi"  # the informer of the Cluster API's claim holder
 
@@ -53,7 +55,8 @@ def build_informers(api: Any, capi_version: str, platform: str | None = None) ->
     # of the MCO's version or gates would otherwise be taken for "no MCO" and let us write.
     optional = {r.role for r in (*CAPI_READS, *TEMPLATE_READS)}
     informers = {read.role: Informer(_list_watch(api, read), absent_ok=read.group != "",
-                                     forbidden_ok=read.role in optional, trim=TRIMS.get(read.role))
+                                     forbidden_ok=read.role in optional, trim=TRIMS.get(read.role),
+                                     page_size=TRIMMED_PAGE_SIZE if read.role in TRIMS else LIST_PAGE_SIZE)
                  for read in reads}
     informers[MAPI_HOLDER] = Informer(ListWatch.config_maps(api, CLAIM_HOLDER_NAMESPACE, name=CLAIM_HOLDER_NAME))
     informers[CAPI_HOLDER] = Informer(ListWatch.config_maps(api, CAPI_NAMESPACE, name=CLAIM_HOLDER_NAME),
@@ -75,11 +78,26 @@ def _list_watch(api: Any, read: ClusterRead) -> ListWatch:
     )
 
 
+# Caches no write waits for: boot verification's Machines and Nodes (a large cluster's biggest
+# lists, 3 Machines and a Node per pool member). The first boot image patch goes out while they
+# list; verification judges nothing until they have (`BootVerification.applies_to`), then every
+# MachineSet is queued again (daemon/run.py). `run --once` waits for them: its one pass judges too.
+DEFERRED_ROLES = frozenset(r.role for r in VERIFICATION_READS)
+
+
 class InformerStore:
     """Objects by role from the watch caches (a `lookups.ObjectStore`), and whether they are whole."""
 
-    def __init__(self, informers: Mapping[str, Informer]) -> None:
+    def __init__(self, informers: Mapping[str, Informer], deferred: frozenset[str] = frozenset()) -> None:
         self.informers = informers
+        self.deferred = deferred  # roles whose first list no write waits for (DEFERRED_ROLES)
+
+    def _gating(self, deferred: bool) -> list[Informer]:
+        return [i for role, i in self.informers.items() if deferred or role not in self.deferred]
+
+    def role_synced(self, role: str) -> bool:
+        informer = self.informers.get(role)
+        return informer is not None and informer.has_synced.is_set()
 
     def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         informer = self.informers.get(kind)
@@ -94,12 +112,13 @@ class InformerStore:
         items = self.list(role)
         return items[0] if items else None
 
-    async def wait_synced(self, timeout: float | None = None) -> bool:
-        results = await asyncio.gather(*(i.wait_synced(timeout) for i in self.informers.values()))
+    async def wait_synced(self, timeout: float | None = None, *, deferred: bool = False) -> bool:
+        """Whether the caches writes wait for listed within `timeout` (`deferred`: every cache)."""
+        results = await asyncio.gather(*(i.wait_synced(timeout) for i in self._gating(deferred)))
         return all(results)
 
-    def synced(self) -> bool:
-        return all(i.has_synced.is_set() for i in self.informers.values())
+    def synced(self, *, deferred: bool = False) -> bool:
+        return all(i.has_synced.is_set() for i in self._gating(deferred))
 
     def sync_errors(self) -> dict[str, str]:
         """The last error of each informer that has not listed yet (why the caches are not synced)."""

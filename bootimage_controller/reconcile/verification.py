@@ -109,10 +109,12 @@ class BootVerification:
         """Machine API MachineSets whose boot image is known. Not judged (docs/install.md says so):
         the ControlPlaneMachineSet (its Machines are the control plane's); Cluster API pools (their
         Machines are not read yet); vSphere, whose template is refreshed in place under the same
-        name, so a Machine's template name does not tell which build it booted."""
+        name, so a Machine's template name does not tell which build it booted. Nothing is judged
+        before the Machines and Nodes have listed (a verdict from half a list could start a canary
+        a Machine not yet seen makes needless); the daemon queues every MachineSet again then."""
         return (decision.kind == MACHINESET_KIND and decision.platform != Platform.VSPHERE
                 and decision.field is not None and decision.current is not None
-                and MACHINES_ROLE in self.store.informers)
+                and self.store.role_synced(MACHINES_ROLE) and self.store.role_synced(NODES_ROLE))
 
     def inputs(self) -> VerificationInputs:
         if self._index is None:
@@ -181,7 +183,7 @@ class BootVerification:
 
     async def orphaned_canaries(self, kind: MachineKind, namespace: str, name: str) -> None:
         """The MachineSet `namespace/name` is gone: its daemon canaries go too."""
-        if MACHINES_ROLE not in self.store.informers:
+        if not self.store.role_synced(MACHINES_ROLE):
             return
         canaries = self.inputs().index.by_canary.get((namespace, name), ())
         if canaries:

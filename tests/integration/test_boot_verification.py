@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import pytest
-from harness.cluster import TestCluster
+from harness.cluster import ClusterFactory, TestCluster
 from harness.machine_provider import CAPACITY_LABEL, Boot, machine_provider, scale_up
 from harness.objects import apply, bootimages_configmap, feature_gate, mco_cluster_operator
 
@@ -24,9 +26,10 @@ from bootimage_controller.constants import (
     EVENT_ROLLED_BACK,
     EVENT_VERIFIED,
 )
+from bootimage_controller.kube.client import make_api_client
 from bootimage_controller.reconcile.writer import MachineSetWriter
 
-from .daemon_helpers import daemon_task, plan_from_cluster, wait_for
+from .daemon_helpers import audit_writes, audited_cluster, daemon_task, plan_from_cluster, wait_for
 from .fleet import (
     AWS_416,
     AWS_422,
@@ -45,6 +48,7 @@ pytestmark = pytest.mark.integration
 
 NEW_GOOD = "ami-0b00700000000d00d"  # the next golden image, which boots
 TIMEOUT = ("--first-boot-timeout", "3s")
+DAEMON_USER = "replica-a"  # a user of the harness's tokens file, told apart in the audit log
 
 
 def count_patches(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
@@ -168,25 +172,36 @@ async def test_a_capacity_failure_is_not_the_images_and_rolls_nothing_back(
 
 
 async def test_a_failed_image_the_mco_wrote_is_reported_with_its_writer_and_never_written(
-    kube_cluster: TestCluster, kube_api: Any
+    fresh_cluster: ClusterFactory, tmp_path: Path
 ) -> None:
-    await base_cluster(kube_api)
-    await apply(kube_api, mco_cluster_operator("4.22.0"))
-    await apply(kube_api, feature_gate("4.22.0", ("ManagedBootImages", "ManagedBootImagesAWS")))
-    # The MCO already moved it to the golden image, which the cloud refuses.
-    pool = (await aws_machinesets(kube_api, ["mco-pool"]))["mco-pool"]
-    pool["spec"]["template"]["spec"]["providerSpec"]["value"]["ami"]["id"] = AWS_422
-    pool = await apply(kube_api, pool)
-    before = pool["metadata"]["resourceVersion"]
-    async with machine_provider(kube_api, {AWS_422: Boot.REFUSED}), daemon_task(kube_cluster.kubeconfig, *TIMEOUT):
-        await scale_up(kube_api, pool, "mco-pool-a")
-        warning = await _wait_event(kube_api, "mco-pool", EVENT_FIRST_BOOT_FAILED)
-        assert "mco" in warning["message"] and "hand-over" in warning["message"]
-        assert "InvalidAMIID.NotFound" in warning["message"] and AWS_422 in warning["message"]
-        await wait_for(lambda: _metric_is("mco-pool", -1), 10, "the failed metric")
-        await asyncio.sleep(2)
-    after = await get_ms(kube_api, "mco-pool")
-    assert after is not None and after["metadata"]["resourceVersion"] == before, "an MCO-managed MachineSet was written"
+    # The API server's audit log is the witness: no write of this controller's user to the MachineSet.
+    cluster, audit_log = audited_cluster(fresh_cluster, tmp_path)
+    async with await make_api_client(str(cluster.kubeconfig)) as api:
+        await base_cluster(api)
+        await apply(api, mco_cluster_operator("4.22.0"))
+        await apply(api, feature_gate("4.22.0", ("ManagedBootImages", "ManagedBootImagesAWS")))
+        # The MCO already moved it to the golden image, which the cloud refuses.
+        pool = (await aws_machinesets(api, ["mco-pool"]))["mco-pool"]
+        pool["spec"]["template"]["spec"]["providerSpec"]["value"]["ami"]["id"] = AWS_422
+        pool = await apply(api, pool)
+        before = pool["metadata"]["resourceVersion"]
+        since = time.time()
+        async with machine_provider(api, {AWS_422: Boot.REFUSED}), \
+                daemon_task(cluster.kubeconfig_for(DAEMON_USER), *TIMEOUT):
+            await scale_up(api, pool, "mco-pool-a")
+            warning = await _wait_event(api, "mco-pool", EVENT_FIRST_BOOT_FAILED)
+            assert "mco" in warning["message"] and "hand-over" in warning["message"]
+            assert "InvalidAMIID.NotFound" in warning["message"] and AWS_422 in warning["message"]
+            await wait_for(lambda: _metric_is("mco-pool", -1), 10, "the failed metric")
+            await asyncio.sleep(2)
+        await asyncio.sleep(1.0)  # the audit log is written asynchronously
+        sent = audit_writes(audit_log, DAEMON_USER, since)
+        assert sent, "the witness sees the daemon's other writes (Events, the ClusterOperator)"
+        touched = [(e["verb"], e["objectRef"]) for e in sent
+                   if (e.get("objectRef") or {}).get("resource") in ("machinesets", "machines")]
+        assert touched == [], f"an MCO-managed MachineSet (or its Machine) was written: {touched}"
+        after = await get_ms(api, "mco-pool")
+        assert after is not None and after["metadata"]["resourceVersion"] == before
 
 
 async def _boots(api: Any, name: str, image: str) -> bool:
