@@ -31,7 +31,7 @@ fi
 # Two workers (one file at a time each, each with its own loopback control plane): most integration
 # tests wait on a server, so the suite takes about half the time on 2 cores.
 rc=0
-.venv/bin/python -m pytest -q -p no:cacheprovider -n 2 --dist loadfile "$@" || rc=$?
+.venv/bin/python -m pytest -q -p no:cacheprovider -n 2 --dist loadfile --durations=15 "$@" || rc=$?
 if [ -n "$soak_pid" ]; then
   soak_rc=0
   wait "$soak_pid" || soak_rc=$?

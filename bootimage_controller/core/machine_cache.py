@@ -10,8 +10,9 @@ strings) that answers reads in the shape Kubernetes serves (`obj["status"]["phas
 nested parts are rebuilt on each read, which costs CPU only where a verdict is judged.
 
 What is kept, and what is not:
-- metadata: name, namespace, resourceVersion (the informer tells versions apart), creation and
-  deletion time, the MachineSet owner references (kind, name, uid). Labels only where a MachineSet
+- metadata: name, namespace, resourceVersion (the informer tells versions apart), deletion time,
+  creation time until a Node joins (the first-boot deadline counts from it), the MachineSet owner
+  references (kind, name, uid). Labels only where a MachineSet
   would find the Machine by them (no MachineSet owner: an orphan its selector adopts) or where they
   name a canary; the uid and the canary annotations only on canaries (a canary is deleted by uid).
 - spec: the providerSpec keys that name a boot image (AWS `ami`, Azure `image`, vSphere `template`,
@@ -24,6 +25,7 @@ The informer stores them as its objects (`trim=`); they are read-only.
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterator, Mapping
 from typing import Any, cast
 
@@ -71,9 +73,11 @@ class SlimMachine(Mapping[str, Any]):
         annotations = as_mapping(meta.get("annotations"))
         provider_status = as_mapping(status.get("providerStatus"))
         self._name = _text(meta.get("name"))
-        self._namespace = _text(meta.get("namespace"))
+        self._namespace = _word(meta.get("namespace"))
         self._resource_version = _text(meta.get("resourceVersion"))
-        self._created = _text(meta.get("creationTimestamp"))
+        self._node = _text(as_mapping(status.get("nodeRef")).get("name"))
+        # The first-boot deadline counts from the creation time, until a Node joins.
+        self._created = _text(meta.get("creationTimestamp")) if self._node is None else None
         self._deleted = _text(meta.get("deletionTimestamp"))
         self._owners = owners or None
         self._labels = dict(labels) if labels and (canary or not owners) else None
@@ -81,8 +85,7 @@ class SlimMachine(Mapping[str, Any]):
         kept = {k: annotations[k] for k in _CANARY_ANNOTATIONS if k in annotations}
         self._annotations = kept or None
         self._value = _image_value(as_mapping(get_path(machine, ("spec", "providerSpec", "value"))))
-        self._phase = _text(status.get("phase"))
-        self._node = _text(as_mapping(status.get("nodeRef")).get("name"))
+        self._phase = _word(status.get("phase"))
         self._error_reason = _text(status.get("errorReason"))
         self._error_message = _text(status.get("errorMessage"))
         self._instance = bool(provider_status.get("instanceId") or provider_status.get("instanceID"))
@@ -137,7 +140,7 @@ class SlimNode(Mapping[str, Any]):
         ready = next((c for c in conditions if is_mapping(c) and c.get("type") == "Ready"), None)
         self._name = _text(meta.get("name"))
         self._resource_version = _text(meta.get("resourceVersion"))
-        self._ready = _text(ready.get("status")) if ready is not None else None
+        self._ready = _word(ready.get("status")) if ready is not None else None
         self._since = _text(ready.get("lastTransitionTime")) if ready is not None else None
 
     def __getitem__(self, key: str) -> Any:
@@ -194,6 +197,12 @@ def _image_value(value: Mapping[str, Any]) -> Mapping[str, Any]:
 
 def _text(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
+
+
+def _word(value: Any) -> str | None:
+    """A string of few values (a namespace, a phase, `True`): one copy for the whole cache."""
+    text = _text(value)
+    return sys.intern(text) if text is not None and len(text) <= 64 else text
 
 
 def _list(value: Any) -> list[Any]:
