@@ -29,7 +29,7 @@ from bootimage_controller.constants import (
 from bootimage_controller.kube.client import make_api_client
 from bootimage_controller.reconcile.writer import MachineSetWriter
 
-from .daemon_helpers import audit_writes, audited_cluster, daemon_task, plan_from_cluster, wait_for
+from .daemon_helpers import audit_writes, audited_cluster, daemon_task, plan_from_cluster, run_cli, wait_for
 from .fleet import (
     AWS_416,
     AWS_422,
@@ -146,10 +146,15 @@ async def test_an_image_that_never_joins_is_rolled_back_never_written_again_and_
         await wait_for(degraded_cleared, 20, "Degraded cleared")
         assert metric("pool") == 1
         assert NEW_GOOD in (await _wait_event(kube_api, "pool", EVENT_VERIFIED))["message"]
-    # `plan --from-cluster` shows what the daemon recorded.
+    # `plan --from-cluster` and `fleet` show what the daemon recorded.
     row = next(m for m in (await plan_from_cluster(kube_cluster))["machineSets"] if m["name"] == "pool")
     assert (row["verified"]["verdict"], row["verified"]["image"], row["verified"]["node"]) == ("verified", NEW_GOOD,
                                                                                                "pool-b")
+    code, out, err = await run_cli(kube_cluster, "fleet", "-o", "json")
+    assert code == 0, err
+    (cluster_row,) = json.loads(out)["clusters"]
+    pool_row = next(p for p in cluster_row["pools"] if p["name"] == "pool")
+    assert (pool_row["verified"]["verdict"], pool_row["verified"]["image"]) == ("verified", NEW_GOOD)
 
 
 async def test_a_capacity_failure_is_not_the_images_and_rolls_nothing_back(
