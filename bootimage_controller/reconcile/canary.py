@@ -127,6 +127,10 @@ class Canaries:
         if not canary_due(seen.machine_set, seen.current, seen.judged, seen.wrote_current, seen.machines,
                           seen.canaries):
             return CanaryReport(recheck_at=recheck)
+        if self.upgrade_gate() is not None:
+            # Never a new Machine while an upgrade runs (checked again when the create is sent):
+            # the gate's opening queues every MachineSet, and the canary is due then.
+            return CanaryReport()
         return await self._create(writer, seen, image, now)
 
     async def _create(self, writer: MachineSetWriter, seen: CanaryInputs, image: str | None,
