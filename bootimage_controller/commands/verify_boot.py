@@ -37,12 +37,12 @@ from ..constants import (
 from ..core.canary import CanaryError, CanaryProgress, canary_deadline, canary_machine, canary_progress
 from ..core.model import get_path, image_label, parse_dotted
 from ..core.rollback import verdict_patch
-from ..core.verification import BootVerdict, MachineFacts, NodeFacts, Verdict, node_facts
+from ..core.verification import BootVerdict, NodeFacts, Verdict, node_facts
 from ..errors import InputError
-from ..kube.api_errors import ApiError, Conflict, NotFound
+from ..kube.api_errors import ApiError, NotFound
 from ..kube.client import make_api_client, object_path, read_path
 from ..kube.core_api import CoreApi
-from ..kube.retry import api_call
+from ..kube.retry import api_call, retry_on_conflict
 from ..reconcile.writer import MachineSetWriter
 from .rollback import boot_image_field
 
@@ -120,12 +120,13 @@ async def _run(api: Any, writer: MachineSetWriter, namespace: str, name: str, ti
             print(f"{who}: canary Machine {namespace}/{canary_name} created from boot image {image}", flush=True)
         else:
             print(f"{who}: canary Machine {namespace}/{canary_name} exists already; watching it", flush=True)
-        progress = await _watch(api, namespace, canary_name, field, timeout, poll)
-        if progress is None:
+        seen = await _watch(api, namespace, canary_name, field, timeout, poll)
+        if seen is None:
             return CanaryRun(who, None, f"canary Machine {namespace}/{canary_name} disappeared before its verdict")
-        verdict = await _record(writer, namespace, name, progress)
+        progress, uid = seen
+        verdict = await _record(writer, namespace, name, progress.verdict)
         if not keep:
-            await writer.delete_machine(namespace, canary_name, str(progress.machine_uid))
+            await writer.delete_machine(namespace, canary_name, uid)
         return CanaryRun(who, verdict)
     except (CanaryError, InputError) as exc:
         return CanaryRun(who, None, str(exc))
@@ -133,22 +134,10 @@ async def _run(api: Any, writer: MachineSetWriter, namespace: str, name: str, ti
         return CanaryRun(who, None, exc.describe())
 
 
-@dataclass(frozen=True)
-class _Seen:
-    progress: CanaryProgress
-    machine_uid: str
-
-    @property
-    def machine(self) -> MachineFacts:
-        return self.progress.machine
-
-    @property
-    def verdict(self) -> BootVerdict:
-        return self.progress.verdict
-
-
-async def _watch(api: Any, namespace: str, name: str, field: str, timeout: float, poll: float) -> _Seen | None:
-    """Poll the canary and its Node until its verdict is final (its deadline ends the wait)."""
+async def _watch(api: Any, namespace: str, name: str, field: str, timeout: float,
+                 poll: float) -> tuple[CanaryProgress, str] | None:
+    """Poll the canary and its Node until its verdict is final (its deadline ends the wait): the
+    progress and the canary's uid (it is deleted by uid)."""
     path = object_path(MACHINE_API_GROUP, MACHINE_VERSION, namespace, MACHINE_PLURAL, name)
     while True:
         try:
@@ -159,7 +148,7 @@ async def _watch(api: Any, namespace: str, name: str, field: str, timeout: float
         deadline = canary_deadline(machine)
         progress = canary_progress(machine, field, nodes, datetime.now(UTC), timedelta(seconds=timeout))
         if progress.done:
-            return _Seen(progress, str(get_path(machine, ("metadata", "uid"))))
+            return progress, str(get_path(machine, ("metadata", "uid")))
         wait = poll if deadline is None else max(0.0, min(poll, (deadline - datetime.now(UTC)).total_seconds()))
         await asyncio.sleep(wait or 0.1)
 
@@ -175,22 +164,22 @@ async def _node(api: Any, name: Any) -> dict[str, NodeFacts]:
     return {facts.name: facts}
 
 
-async def _record(writer: MachineSetWriter, namespace: str, name: str, seen: _Seen) -> BootVerdict:
+async def _record(writer: MachineSetWriter, namespace: str, name: str, found: BootVerdict) -> BootVerdict:
     """The canary's verdict on the MachineSet, keeping the images the record says never to write
-    again; a JSON patch testing the resourceVersion, read again after a conflict."""
-    for _ in range(RECORD_ATTEMPTS):
-        machine_set = await writer.get(MACHINESET_KIND, namespace, name)
-        if machine_set is None:
-            raise InputError(f"MachineSet {namespace}/{name}", None, "deleted before its verdict was recorded")
-        annotations = get_path(machine_set, ("metadata", "annotations")) or {}
-        recorded = BootVerdict.from_annotations(annotations)
-        v = seen.verdict
-        verdict = BootVerdict(v.verdict, v.image, seen.machine.name, v.node, v.at, v.reason,
-                              recorded.failed_images if recorded is not None else ())
-        try:
-            await writer.patch(machine_set, verdict_patch(machine_set, verdict), "record canary verdict")
-        except Conflict:
-            continue
+    again; a JSON patch testing the resourceVersion, read again and planned again after a conflict."""
+
+    async def read() -> dict[str, Any] | None:
+        return await writer.get(MACHINESET_KIND, namespace, name)
+
+    async def plan(machine_set: dict[str, Any]) -> BootVerdict:
+        return found.kept_from(BootVerdict.from_annotations(get_path(machine_set, ("metadata", "annotations")) or {}))
+
+    async def write(machine_set: dict[str, Any], verdict: BootVerdict) -> BootVerdict:
+        await writer.patch(machine_set, verdict_patch(machine_set, verdict), "record canary verdict")
         return verdict
-    raise Conflict(f"record canary verdict on {namespace}/{name}", 409, "Conflict",
-                   f"the MachineSet kept changing ({RECORD_ATTEMPTS} tries)")
+
+    recorded = await retry_on_conflict(read, plan, write, what=f"record canary verdict on {namespace}/{name}",
+                                       attempts=RECORD_ATTEMPTS)
+    if recorded is None:
+        raise InputError(f"MachineSet {namespace}/{name}", None, "deleted before its verdict was recorded")
+    return recorded

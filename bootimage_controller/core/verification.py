@@ -137,6 +137,11 @@ class BootVerdict:
             if isinstance(failed, list) else (),
         )
 
+    def kept_from(self, recorded: BootVerdict | None) -> BootVerdict:
+        """This verdict, carrying the images `recorded` says never to write again: a new verdict
+        replaces the record's evidence, never its `failedImages`."""
+        return replace(self, failed_images=recorded.failed_images if recorded is not None else ())
+
     def with_failed(self, image: str) -> BootVerdict:
         """The same verdict, `image` kept among the images never to write again."""
         kept = tuple(i for i in self.failed_images if i != image)

@@ -38,9 +38,9 @@ from ..core.canary import (
 from ..core.model import as_mapping, get_path, image_label
 from ..core.rollback import verdict_patch
 from ..core.verification import BootVerdict, MachineFacts, NodeFacts, Verdict
-from ..kube.api_errors import ApiError, Conflict, NotFound
+from ..kube.api_errors import ApiError
 from ..kube.fence import UpgradeGateClosed, write_preconditions
-from .writer import MachineSetWriter
+from .writer import MachineSetWriter, guarded_patch
 
 log = structlog.get_logger(__name__)
 
@@ -116,10 +116,9 @@ class Canaries:
             if progress.verdict.verdict is Verdict.UNVERIFIED:
                 # Verification records only `verified` and `failed`; this canary's `unverified`
                 # (capacity, no instance) is recorded here, so the same image gets no second canary.
-                kept = seen.recorded.failed_images if seen.recorded is not None else ()
-                error = await self._record(writer, seen.machine_set, BootVerdict(
-                    progress.verdict.verdict, progress.verdict.image, progress.machine.name, None,
-                    progress.verdict.at, progress.verdict.reason, kept))
+                verdict = progress.verdict.kept_from(seen.recorded)
+                _, error = await guarded_patch(writer, self.upgrade_gate, seen.machine_set,
+                                               verdict_patch(seen.machine_set, verdict), "record canary verdict")
                 if error is not None:
                     return CanaryReport(running, None, tuple(deleted), error, recheck)
         if running is not None or deleted or not seen.ours:
@@ -172,14 +171,3 @@ class Canaries:
             log.warning("canary Machine not deleted; tried again on its next event", name=meta.get("name"),
                         error=exc.describe())
             return False
-
-    async def _record(self, writer: MachineSetWriter, machine_set: Mapping[str, Any],
-                      verdict: BootVerdict) -> str | None:
-        try:
-            with write_preconditions(self.upgrade_gate):
-                await writer.patch(machine_set, verdict_patch(machine_set, verdict), "record canary verdict")
-        except (Conflict, NotFound, UpgradeGateClosed):
-            return None  # changed or gone first: its watch event brings it back
-        except ApiError as exc:
-            return f"record canary verdict: {exc.describe()}"
-        return None

@@ -47,12 +47,12 @@ from ..core.verification import (
     node_facts,
 )
 from ..errors import InputError
-from ..kube.api_errors import ApiError, Conflict, NotFound
-from ..kube.fence import UpgradeGateClosed, write_preconditions
+from ..kube.fence import UpgradeGateClosed
 from .canary import Canaries, CanaryInputs
 from .claim_reconciler import Holders
 from .kinds import MachineKind
 from .store import InformerStore
+from .writer import guarded_patch
 
 log = structlog.get_logger(__name__)
 
@@ -142,7 +142,8 @@ class BootVerification:
             # Only evidence is recorded: an unverified verdict is said (metrics, `plan`) but never
             # written, so a pass over a fleet without new Machines costs no write.
             return outcome
-        _, error = await self._send(kind, obj, "record boot image verdict", verdict_patch(obj, verdict))
+        _, error = await guarded_patch(kind.scope.writer, self.upgrade_gate, obj, verdict_patch(obj, verdict),
+                                       "record boot image verdict")
         return outcome if error is None else replace(outcome, write_error=error)
 
     async def _canary(self, obj: dict[str, object], decision: BootImageDecision, kind: MachineKind,
@@ -192,7 +193,8 @@ class BootVerification:
             except InputError as exc:
                 # No record to roll back to (a hand edit removed it): reported, never guessed.
                 return replace(outcome, write_error=f"cannot roll back: {exc}")
-            applied, error = await self._send(kind, obj, "roll back failed boot image", ops)
+            applied, error = await guarded_patch(kind.scope.writer, self.upgrade_gate, obj, ops,
+                                                 "roll back failed boot image")
         if error is not None:
             return replace(outcome, write_error=error)
         if not applied:
@@ -203,20 +205,6 @@ class BootVerification:
                     name=decision.name, image=outcome.verdict.image, restored=restored)
         return replace(outcome, verdict=outcome.verdict.with_failed(str(outcome.verdict.image)),
                        rolled_back_to=restored, recheck_after=None)
-
-    async def _send(self, kind: MachineKind, obj: dict[str, object], what: str,
-                    ops: list[dict[str, object]]) -> tuple[bool, str | None]:
-        """Send one guarded patch: (applied, the refusal in words). Not applied without a refusal:
-        the object changed or went first (a conflict, deleted) or the upgrade gate closed; the
-        watch event of that change brings the MachineSet back."""
-        try:
-            with write_preconditions(self.upgrade_gate):
-                await kind.scope.writer.patch(obj, ops, what)
-        except (Conflict, NotFound, UpgradeGateClosed):
-            return False, None
-        except ApiError as exc:
-            return False, f"{what}: {exc.describe()}"
-        return True, None
 
 
 class NodesInCache(Mapping[str, NodeFacts]):

@@ -14,7 +14,7 @@ removes every reference first and only then the finalizer.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -49,6 +49,7 @@ from ..core.model import BootImageDecision
 from ..kube.api_errors import ApiError, Conflict, NotFound, conflict
 from ..kube.client import object_path, send_and_discard, write_and_discard
 from ..kube.core_api import CoreApi
+from ..kube.fence import UpgradeGateClosed, write_preconditions
 from ..kube.retry import api_call, retry_on_conflict
 
 log = structlog.get_logger(__name__)
@@ -345,6 +346,21 @@ class MachineSetWriter:
             return False
         log.info("infrastructure template deleted", kind=kind, namespace=namespace, name=name)
         return True
+
+
+async def guarded_patch(writer: MachineSetWriter, upgrade_gate: Callable[[], UpgradeGateClosed | None],
+                        obj: Mapping[str, Any], ops: JsonPatch, what: str) -> tuple[bool, str | None]:
+    """One patch of a record (a boot verdict, a roll back) under the upgrade gate: (applied, the
+    refusal in words). Not applied without a refusal: the object changed or went first (a conflict,
+    deleted) or the gate closed; the watch event of that change brings the MachineSet back."""
+    try:
+        with write_preconditions(upgrade_gate):
+            await writer.patch(obj, ops, what)
+    except (Conflict, NotFound, UpgradeGateClosed):
+        return False, None
+    except ApiError as exc:
+        return False, f"{what}: {exc.describe()}"
+    return True, None
 
 
 def machine_resource(obj: Mapping[str, Any]) -> tuple[str, str, str]:
