@@ -274,19 +274,8 @@ class MachineSetWriter:
 
     async def delete_machine(self, namespace: str, name: str, uid: str) -> bool:
         """Delete one canary Machine, only the one with this uid. False when gone already."""
-        body = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}}
-        self.writes += 1
-        try:
-            await api_call(
-                lambda: send_and_discard(self.custom.delete_namespaced_custom_object(
-                    MACHINE_API_GROUP, MACHINE_VERSION, namespace, MACHINE_PLURAL, name, body=body,
-                    _preload_content=False)),
-                what=f"delete canary Machine {namespace}/{name}",
-            )
-        except (NotFound, Conflict):
-            return False
-        log.info("canary Machine deleted", namespace=namespace, name=name)
-        return True
+        return await self._delete_exactly(MACHINE_API_GROUP, MACHINE_VERSION, MACHINE_PLURAL, namespace, name, uid,
+                                          "canary Machine", "canary Machine deleted")
 
     # ---- CAPI infrastructure templates ---------------------------------------------------------
     async def create_template(self, body: Mapping[str, Any]) -> None:
@@ -334,17 +323,23 @@ class MachineSetWriter:
     async def delete_template(self, kind: str, api_version: str, namespace: str, name: str, uid: str) -> bool:
         """Delete one template, only the one with this uid (a precondition). False when gone already."""
         group, _, version = api_version.partition("/")
+        return await self._delete_exactly(group, version, INFRA_TEMPLATES[kind][1], namespace, name, uid, kind,
+                                          "infrastructure template deleted", kind=kind)
+
+    async def _delete_exactly(self, group: str, version: str, plural: str, namespace: str, name: str, uid: str,
+                              what: str, said: str, **logged: str) -> bool:
+        """Delete the object of this uid, never another that took its name. False when it is gone."""
         body = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}}
         self.writes += 1
         try:
             await api_call(
-                lambda: self.custom.delete_namespaced_custom_object(
-                    group, version, namespace, INFRA_TEMPLATES[kind][1], name, body=body),
-                what=f"delete {kind} {namespace}/{name}",
+                lambda: send_and_discard(self.custom.delete_namespaced_custom_object(
+                    group, version, namespace, plural, name, body=body, _preload_content=False)),
+                what=f"delete {what} {namespace}/{name}",
             )
         except (NotFound, Conflict):  # gone, or another object of that name now
             return False
-        log.info("infrastructure template deleted", kind=kind, namespace=namespace, name=name)
+        log.info(said, **logged, namespace=namespace, name=name)
         return True
 
 
