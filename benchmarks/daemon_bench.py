@@ -288,17 +288,22 @@ async def create_fleet(api: ApiClient, fleet: list[dict[str, Any]]) -> float:
 
 
 async def delete_fleet(api: ApiClient) -> None:
-    """Delete every MachineSet and wait until they are gone.
+    """Delete every MachineSet and wait until they are gone."""
+    await delete_all(api, MACHINESETS_PATH)
+
+
+async def delete_all(api: ApiClient, path: str) -> None:
+    """Delete every object of the collection at `path` and wait until they are gone.
 
     A deletecollection of thousands of objects can outlast the server's request timeout (500
     "context deadline exceeded") while the deletion goes on; then ask again.
     """
     deadline = time.monotonic() + RUN_TIMEOUT
-    while (await kube_request(api, "GET", MACHINESETS_PATH, query=[("limit", "1")]))["items"]:
+    while (await kube_request(api, "GET", path, query=[("limit", "1")]))["items"]:
         if time.monotonic() > deadline:
-            raise TimeoutError("MachineSets still present after deleting them")
+            raise TimeoutError(f"{path}: objects still present after deleting them")
         try:
-            await kube_request(api, "DELETE", MACHINESETS_PATH)
+            await kube_request(api, "DELETE", path)
         except ApiException as exc:
             if exc.status < 500:
                 raise

@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import copy
 import json
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
@@ -36,6 +36,7 @@ from typing import Any
 import machinesets  # noqa: F401  (first: it puts tests/ on sys.path for harness)
 from daemon_bench import (
     CREATE_CONCURRENCY,
+    MACHINESETS_PATH,
     SETTLE_SECONDS,
     Convergence,
     Daemon,
@@ -43,13 +44,13 @@ from daemon_bench import (
     _until,
     bounded,
     create_fleet,
+    delete_all,
     delete_fleet,
     setup_cluster,
     stale_fleet,
 )
 from harness.cluster import start_test_cluster
 from harness.objects import MERGE_PATCH, kube_request
-from kubernetes_asyncio.client.exceptions import ApiException
 from machinesets import plan, plan_inputs
 
 from bootimage_controller.constants import MAPI_NAMESPACE
@@ -57,7 +58,6 @@ from bootimage_controller.kube.client import make_api_client
 
 MACHINES_PER_SET = 3
 MACHINES_PATH = f"/apis/machine.openshift.io/v1beta1/namespaces/{MAPI_NAMESPACE}/machines"
-MACHINESETS_PATH = f"/apis/machine.openshift.io/v1beta1/namespaces/{MAPI_NAMESPACE}/machinesets"
 GOAL_RSS_MIB = 20.0
 GOAL_FIRST_PATCH_SECONDS = 1.0
 
@@ -71,7 +71,7 @@ class Figures:
     peak_rss_mib: float  # VmHWM once every cache listed and the daemon settled
 
 
-async def run_daemon(cluster: Any, workdir: Path, api: Any, decisions: Any, name: str) -> Figures | None:
+async def run_daemon(cluster: Any, workdir: Path, api: Any, decisions: Any, name: str) -> Figures:
     """The continuous daemon (leader election on), as deployed: the first patch, every patch, the
     verification caches listed, then a settle, its peak RSS sampled throughout."""
     log = workdir / f"{name}.log"
@@ -103,7 +103,7 @@ def _logged_at(log: Path, text: str) -> float:
     for line in log.read_text(errors="replace").splitlines():
         if text in line:
             stamp = json.loads(line)["timestamp"]
-            return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+            return datetime.fromisoformat(str(stamp).replace("Z", "+00:00")).timestamp()
     raise LookupError(text)
 
 
@@ -142,15 +142,6 @@ async def _machine_and_node(api: Any, machine_set: dict[str, Any], i: int) -> No
         "providerStatus": {"instanceId": f"i-{name}", "instanceState": "running"}}}, content_type=MERGE_PATCH)
 
 
-async def delete_all(api: Any, path: str) -> None:
-    """Delete every object of a collection and wait until they are gone (a deletecollection of
-    thousands may outlast the server's request timeout while it goes on: ask again)."""
-    while (await kube_request(api, "GET", path, query=[("limit", "1")]))["items"]:
-        with contextlib.suppress(ApiException):
-            await kube_request(api, "DELETE", path)
-        await asyncio.sleep(0.2)
-
-
 async def bench(n: int, rounds: int, workdir: Path) -> list[Figures]:
     cluster = await asyncio.to_thread(start_test_cluster, workdir / "cluster", with_controller_manager=False)
     out: list[Figures] = []
@@ -181,7 +172,7 @@ async def bench(n: int, rounds: int, workdir: Path) -> list[Figures]:
 
 
 def report(n: int, figures: list[Figures]) -> int:
-    def median(with_machines: bool, pick: Any) -> float:
+    def median(with_machines: bool, pick: Callable[[Figures], float]) -> float:
         return statistics.median(pick(f) for f in figures if f.with_machines is with_machines)
 
     rss = median(True, lambda f: f.peak_rss_mib) - median(False, lambda f: f.peak_rss_mib)
