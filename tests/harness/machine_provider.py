@@ -27,6 +27,7 @@ from kubernetes_asyncio.client import ApiClient
 
 from bootimage_controller.constants import MAPI_NAMESPACE
 
+from .background import running
 from .objects import MERGE_PATCH, kube_request
 
 MACHINES_PATH = f"/apis/machine.openshift.io/v1beta1/namespaces/{MAPI_NAMESPACE}/machines"
@@ -113,15 +114,8 @@ async def machine_provider(api: ApiClient, images: Mapping[str, Boot], every: fl
             await provider.step()
             await asyncio.sleep(every)
 
-    task = asyncio.create_task(loop())
-    try:
+    async with running(loop()):
         yield provider
-    finally:
-        if task.done():
-            task.result()  # the provider itself failed: say so
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
 
 
 async def scale_up(api: ApiClient, machine_set: Mapping[str, Any], name: str,

@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
+from harness.background import running
 from harness.cluster import TestCluster
 from harness.objects import MERGE_PATCH, kube_request
 
@@ -65,15 +66,8 @@ async def rogue(api: Any, name: str, revert: Revert, every: float = 1.0) -> Asyn
                 await revert(obj)
                 reverted.append(ami(obj))
 
-    task = asyncio.create_task(loop())
-    try:
+    async with running(loop()):
         yield reverted
-    finally:
-        if task.done():
-            task.result()  # the rogue itself failed: say so
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
 
 
 def put_back(api: Any, name: str, original: dict[str, Any]) -> Revert:
