@@ -259,6 +259,14 @@ def stale_fleet(n: int) -> list[dict[str, Any]]:
     return [machineset_from_fixture(STALE_FIXTURES[i % len(STALE_FIXTURES)], f"bench-{i:05d}") for i in range(n)]
 
 
+def planned_stale_fleet(n: int) -> tuple[PlanInputs, list[dict[str, Any]], dict[str, BootImageDecision]]:
+    """The AWS inputs, `stale_fleet(n)`, and what the planner decides for each (by name): what
+    every benchmark checks the daemon's patches against."""
+    inputs = plan_inputs("AWS")
+    fleet = stale_fleet(n)
+    return inputs, fleet, {obj["metadata"]["name"]: plan(obj, inputs) for obj in fleet}
+
+
 async def setup_cluster(api: ApiClient) -> None:
     await apply(api, infrastructure("AWS"))
     await apply(api, cluster_version())
@@ -657,9 +665,7 @@ async def bench_size(
         # HTTP session settings, no rate limit. The ratio then compares the controller, not clients.
         async with await make_api_client(str(cluster.kubeconfig), qps=0) as api:
             await setup_cluster(api)
-            inputs = plan_inputs("AWS")
-            fleet = stale_fleet(n)
-            decisions = {obj["metadata"]["name"]: plan(obj, inputs) for obj in fleet}
+            inputs, fleet, decisions = planned_stale_fleet(n)
             progress(f"N={n}: creating {n} stale MachineSets")
             create_seconds = await create_fleet(api, fleet)
             run = _RoundRunner(cluster, workdir, api, inputs, fleet, decisions, concurrency, extra)

@@ -23,10 +23,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from daemon_bench import Convergence, Daemon, create_fleet, setup_cluster, stale_fleet
+from daemon_bench import Convergence, Daemon, create_fleet, planned_stale_fleet, setup_cluster
 from daemon_child import HEAP_ENV
 from harness.cluster import start_test_cluster
-from machinesets import REPO, plan, plan_inputs
+from machinesets import REPO
 
 from bootimage_controller.kube.client import make_api_client
 
@@ -49,9 +49,7 @@ async def profile(n: int, workdir: Path) -> dict[str, dict[str, object]]:
     try:
         async with await make_api_client(str(cluster.kubeconfig), qps=0) as api:
             await setup_cluster(api)
-            inputs = plan_inputs("AWS")
-            fleet = stale_fleet(n)
-            decisions = {obj["metadata"]["name"]: plan(obj, inputs) for obj in fleet}
+            _, fleet, decisions = planned_stale_fleet(n)
             await create_fleet(api, fleet)
             heap = workdir / "heap.json"
             async with Convergence(api, decisions) as observer:

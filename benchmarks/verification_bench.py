@@ -46,12 +46,11 @@ from daemon_bench import (
     create_fleet,
     delete_all,
     delete_fleet,
+    planned_stale_fleet,
     setup_cluster,
-    stale_fleet,
 )
 from harness.cluster import start_test_cluster
 from harness.objects import MERGE_PATCH, kube_request
-from machinesets import plan, plan_inputs
 
 from bootimage_controller.constants import MAPI_NAMESPACE
 from bootimage_controller.kube.client import make_api_client
@@ -148,9 +147,7 @@ async def bench(n: int, rounds: int, workdir: Path) -> list[Figures]:
     try:
         async with await make_api_client(str(cluster.kubeconfig), qps=0) as api:
             await setup_cluster(api)
-            inputs = plan_inputs("AWS")
-            fleet = stale_fleet(n)
-            decisions = {obj["metadata"]["name"]: plan(obj, inputs) for obj in fleet}
+            _, fleet, decisions = planned_stale_fleet(n)
             await create_fleet(api, fleet)
             for r in range(rounds):
                 for with_machines in (False, True):
