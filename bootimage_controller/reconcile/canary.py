@@ -143,12 +143,13 @@ class Canaries:
         name = str(body["metadata"]["name"])
         try:
             with write_preconditions(self.upgrade_gate):
-                await writer.create_machine(body)
+                made = await writer.create_machine(body)
         except UpgradeGateClosed:
             return CanaryReport()
         except ApiError as exc:
             return CanaryReport(error=f"create canary Machine {name}: {exc.describe()}")
-        return CanaryReport(running=name, created=name, recheck_at=now + self.timeout)
+        # Not made: a reconcile the cache had not caught up with made it first, and said so.
+        return CanaryReport(running=name, created=name if made else None, recheck_at=now + self.timeout)
 
     async def orphaned(self, writer: MachineSetWriter, canaries: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
         """The canaries of a MachineSet that is gone: the daemon's deleted at once (nothing is left
