@@ -362,6 +362,12 @@ class Informer:
             )
             await asyncio.sleep(delay)
 
+    def _kept(self, obj: KubeObject, share: bool) -> KubeObject:
+        """What the cache holds of a listed or watched object: the trimmed form when the informer
+        has a `trim` (which keeps none of what `_cached_form` prunes or shares), else the object
+        less its other writers' managedFields, its strings shared when `share`."""
+        return self.trim(obj) if self.trim is not None else _cached_form(obj, share)
+
     # --- list ----------------------------------------------------------------------------------
 
     async def _list_all(self) -> tuple[builtins.list[KubeObject], str | None]:
@@ -392,7 +398,7 @@ class Informer:
                 item = raw.pop()
                 item.setdefault("apiVersion", page.get("apiVersion"))
                 item.setdefault("kind", item_kind)
-                items.append(_cached_form(self.trim(item) if self.trim is not None else item, share))
+                items.append(self._kept(item, share))
                 del item
             rv = meta.get("resourceVersion")
             cont = meta.get("continue")
@@ -508,8 +514,7 @@ class Informer:
             return
         key = object_key(obj)
         if kind in ("ADDED", "MODIFIED"):
-            obj = _cached_form(self.trim(obj) if self.trim is not None else obj,
-                               len(self._cache) >= self.share_strings_from)
+            obj = self._kept(obj, len(self._cache) >= self.share_strings_from)
             old = self._cache.get(key)
             self._cache[key] = obj
             if old is None:
@@ -594,8 +599,6 @@ def _cached_form(obj: KubeObject, share: bool) -> KubeObject:
     `metadata.managedFields` (server-side-apply bookkeeping, often a third of a MachineSet's size)
     only the entries of writers that can keep the boot image field (SPEC rule 2b's `external`;
     usually none)."""
-    if type(obj) is not dict:
-        return obj  # a trimmed form of its own (core/machine_cache.py), kept as it is
     meta = obj.get("metadata")
     if isinstance(meta, dict):
         entries = meta.pop("managedFields", None)
