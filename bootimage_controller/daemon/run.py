@@ -398,15 +398,16 @@ async def _judge_after_first_pass(store: InformerStore, queue: WorkQueue, deferr
     """Start the deferred caches once the first pass has drained the queue (or FIRST_PASS_WAIT has
     passed); once they have listed, every MachineSet again: its boot verdict could not be judged
     before."""
+    if store.synced(deferred=True):
+        # Listed under an earlier leadership (or by `--once`): this pass judges from the start.
+        log.info("boot verification's caches listed before this pass")
+        return
     if deferred is not None and not deferred.started:
         waited = 0.0
         while queue.busy and waited < FIRST_PASS_WAIT:
             await asyncio.sleep(0.2)
             waited += 0.2
         await deferred.start()
-    if store.synced(deferred=True):
-        log.info("boot verification's caches listed before this pass")
-        return
     while not await store.wait_synced(SYNC_TIMEOUT, deferred=True):
         log.warning("boot verification's caches have not listed yet; no verdict is judged until they do",
                     errors=store.sync_errors())
