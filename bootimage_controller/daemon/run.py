@@ -371,7 +371,7 @@ async def _once(
 
 class DeferredCaches:
     """The caches no write waits for (reconcile/store.DEFERRED_ROLES), started once: by the first
-    leader after its first pass (`_judge_after_first_pass`), so that listing them (at 5,000 pools,
+    leader after its first pass (`judge_after_first_pass`), so that listing them (at 5,000 pools,
     15,000 Machines and as many Nodes) takes nothing from the first patches."""
 
     def __init__(self, informers: Mapping[str, Any], supervisor: Supervisor) -> None:
@@ -393,11 +393,11 @@ class DeferredCaches:
 FIRST_PASS_WAIT = 60.0
 
 
-async def _judge_after_first_pass(store: InformerStore, queue: WorkQueue, deferred: DeferredCaches | None,
-                                  enqueue_all: Callable[[], None]) -> None:
+async def judge_after_first_pass(store: InformerStore, queue: WorkQueue, deferred: DeferredCaches | None,
+                                 judge_again: Callable[[], None]) -> None:
     """Start the deferred caches once the first pass has drained the queue (or FIRST_PASS_WAIT has
-    passed); once they have listed, every MachineSet again: its boot verdict could not be judged
-    before."""
+    passed); once they have listed, the MachineSets planned before, whose boot verdict could not be
+    judged then (`MachineReconciler.judge_again`)."""
     if store.synced(deferred=True):
         # Listed under an earlier leadership (or by `--once`): this pass judges from the start.
         log.info("boot verification's caches listed before this pass")
@@ -411,8 +411,8 @@ async def _judge_after_first_pass(store: InformerStore, queue: WorkQueue, deferr
     while not await store.wait_synced(SYNC_TIMEOUT, deferred=True):
         log.warning("boot verification's caches have not listed yet; no verdict is judged until they do",
                     errors=store.sync_errors())
-    log.info("boot verification's caches listed: judging every MachineSet")
-    enqueue_all()
+    log.info("boot verification's caches listed: judging the MachineSets planned before")
+    judge_again()
 
 
 async def _synced_or_refused(store: Any) -> str | None:
@@ -519,7 +519,7 @@ async def _serve(
         parts.loop.enqueue_all()
         # Finite: it is cancelled when the workers stop; an exception from it is still a failure.
         resync = supervisor.spawn(_resync(parts.loop.enqueue_all, resync_period), "resync", finite=True)
-        judging = supervisor.spawn(_judge_after_first_pass(parts.store, queue, deferred, parts.loop.enqueue_all),
+        judging = supervisor.spawn(judge_after_first_pass(parts.store, queue, deferred, parts.machines.judge_again),
                                    "deferred-caches", finite=True)
         workers = loop.create_task(run_workers(queue, parts.loop.reconcile, concurrency), name="workers")
         try:

@@ -124,6 +124,14 @@ class MachineReconciler:
             state = await self._reconcile_object(key, obj, state) or state
         return MachineOutcome(state, self._queue_result(key, state))
 
+    def judge_again(self) -> None:
+        """Queue the MachineSets planned before boot verification's caches had listed, to be judged
+        now. Not those whose write was refused for good: they wait for a change of their own (or the
+        resync), and a queued key would send that write again."""
+        for key, state in list(self.c.outcomes.items()):
+            if split_key(key)[0] == MACHINESET_KIND and state.verification is None and not state.permanent:
+                self.c.enqueue(key)
+
     def _queue_result(self, key: str, state: MachineSetState | None) -> ReconcileResult:
         if state is not None and state.error is not None and (state.retried or state.permanent):
             reason = str(state.error_reason)

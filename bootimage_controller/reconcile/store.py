@@ -80,8 +80,9 @@ def _list_watch(api: Any, read: ClusterRead) -> ListWatch:
 
 # Caches no write waits for: boot verification's Machines and Nodes (a large cluster's biggest
 # lists, 3 Machines and a Node per pool member). The first boot image patch goes out while they
-# list; verification judges nothing until they have (`BootVerification.applies_to`), then every
-# MachineSet is queued again (daemon/run.py). `run --once` waits for them: its one pass judges too.
+# list; verification judges nothing until they have (`BootVerification.applies_to`), then the
+# MachineSets planned before are queued again (daemon/run.py, `MachineReconciler.judge_again`).
+# `run --once` waits for them: its one pass judges too.
 DEFERRED_ROLES = frozenset(r.role for r in VERIFICATION_READS)
 
 

@@ -102,7 +102,7 @@ class BootVerification:
         Machines are not read yet); vSphere, whose template is refreshed in place under the same
         name, so a Machine's template name does not tell which build it booted. Nothing is judged
         before the Machines and Nodes have listed (a verdict from half a list could start a canary
-        a Machine not yet seen makes needless); the daemon queues every MachineSet again then."""
+        a Machine not yet seen makes needless); the daemon queues them again then (judge_again)."""
         return (decision.kind == MACHINESET_KIND and decision.platform != Platform.VSPHERE
                 and decision.field is not None and decision.current is not None
                 and self.store.role_synced(MACHINES_ROLE) and self.store.role_synced(NODES_ROLE))

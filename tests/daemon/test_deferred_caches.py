@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
-from bootimage_controller.daemon.run import _judge_after_first_pass
+from bootimage_controller.daemon.run import judge_after_first_pass
 
 
 @dataclass
@@ -39,7 +39,7 @@ def test_once_listed_after_the_first_pass_every_machineset_is_judged_again() -> 
     store = Store()
     deferred = Deferred(store)
     queued: list[str] = []
-    asyncio.run(_judge_after_first_pass(store, Queue(), deferred, lambda: queued.append("all")))  # type: ignore[arg-type]
+    asyncio.run(judge_after_first_pass(store, Queue(), deferred, lambda: queued.append("all")))  # type: ignore[arg-type]
     assert deferred.started and queued == ["all"]
 
 
@@ -47,6 +47,6 @@ def test_a_new_leadership_with_the_caches_listed_judges_in_its_own_pass() -> Non
     store = Store(listed=True)
     deferred = Deferred(store, started=True)
     queued: list[str] = []
-    asyncio.run(_judge_after_first_pass(store, Queue(), deferred, lambda: queued.append("all")))  # type: ignore[arg-type]
+    asyncio.run(judge_after_first_pass(store, Queue(), deferred, lambda: queued.append("all")))  # type: ignore[arg-type]
     assert queued == []  # lead() queued every MachineSet already, judged from the start
 
