@@ -62,6 +62,13 @@ INFRA_MACHINES: Final = {
     "VSphereMachineTemplate": ("v1beta1", "vspheremachines"),
 }
 ANNOTATION_CLONED_FROM_NAME: Final = "cluster.x-k8s.io/cloned-from-name"
+# The labels CAPI puts on a Machine naming its MachineSet and MachineDeployment (boot verification
+# counts a Machine for both; a name over 63 characters is hashed by CAPI, and then only the owner
+# reference finds the MachineSet).
+LABEL_CAPI_SET_NAME: Final = "cluster.x-k8s.io/set-name"
+LABEL_CAPI_DEPLOYMENT_NAME: Final = "cluster.x-k8s.io/deployment-name"
+CAPI_MACHINE_KIND: Final = "Machine"
+CAPI_MACHINE_PLURAL: Final = "machines"
 # Machine API MachineSet status.authoritativeAPI (the MachineAPIMigration feature).
 AUTHORITATIVE_MACHINE_API: Final = "MachineAPI"
 NON_AUTHORITATIVE: Final = frozenset({"ClusterAPI", "Migrating"})

@@ -20,6 +20,11 @@ What is kept, and what is not:
 - status: phase, the Node's name, the error, and whether the cloud reported an instance (not its id).
 - A Node: its name, resourceVersion and Ready condition (status and since when).
 The informer stores them as its objects (`trim=`); they are read-only.
+
+Cluster API Machines and their infrastructure machines (`trim_capi_machine`, `trim_infra_machine`)
+are kept as small plain dicts of the same fields (phase, Node, failure, creation time, the
+infrastructure machine's name and boot image): the Cluster API's worker pools are a tech preview
+with few Machines, so the flat form is not worth its code there yet.
 """
 
 from __future__ import annotations
@@ -29,7 +34,13 @@ import sys
 from collections.abc import Iterator, Mapping
 from typing import Any, cast
 
-from ..constants import ANNOTATION_CANARY_DEADLINE, ANNOTATION_CANARY_RUNNER, LABEL_BOOT_IMAGE_CANARY
+from ..constants import (
+    ANNOTATION_CANARY_DEADLINE,
+    ANNOTATION_CANARY_RUNNER,
+    LABEL_BOOT_IMAGE_CANARY,
+    LABEL_CAPI_DEPLOYMENT_NAME,
+    LABEL_CAPI_SET_NAME,
+)
 from .model import as_mapping, get_path, is_mapping
 
 _CANARY_ANNOTATIONS = (ANNOTATION_CANARY_RUNNER, ANNOTATION_CANARY_DEADLINE)
@@ -170,6 +181,52 @@ def trim_machine(machine: dict[str, Any]) -> dict[str, Any]:
 
 def trim_node(node: dict[str, Any]) -> dict[str, Any]:
     return cast(dict[str, Any], SlimNode(node))
+
+
+def trim_capi_machine(machine: dict[str, Any]) -> dict[str, Any]:
+    """A Cluster API Machine as the cache keeps it (module docstring)."""
+    meta, status = as_mapping(machine.get("metadata")), as_mapping(machine.get("status"))
+    labels = as_mapping(meta.get("labels"))
+    ref = as_mapping(get_path(machine, ("spec", "infrastructureRef")))
+    node = _text(as_mapping(status.get("nodeRef")).get("name"))
+    kept_meta: dict[str, Any] = {
+        "name": _text(meta.get("name")), "namespace": _word(meta.get("namespace")),
+        "resourceVersion": _text(meta.get("resourceVersion")),
+        "labels": {k: labels[k] for k in (LABEL_CAPI_SET_NAME, LABEL_CAPI_DEPLOYMENT_NAME) if k in labels},
+        "ownerReferences": [{k: o.get(k) for k in ("apiVersion", "kind", "name", "uid")}
+                            for o in _list(meta.get("ownerReferences")) if is_mapping(o) and o.get("kind") == "MachineSet"],
+    }
+    for key in ("deletionTimestamp", *(() if node else ("creationTimestamp",))):
+        if meta.get(key):
+            kept_meta[key] = meta[key]
+    kept_status: dict[str, Any] = {k: _word(status.get(k)) if k == "phase" else _text(status.get(k))
+                                   for k in ("phase", "failureReason", "failureMessage") if status.get(k)}
+    old = as_mapping(get_path(status, ("deprecated", "v1beta1")))
+    if old.get("failureReason") or old.get("failureMessage"):
+        kept_status["deprecated"] = {"v1beta1": {k: old.get(k) for k in ("failureReason", "failureMessage")}}
+    if node:
+        kept_status["nodeRef"] = {"name": node}
+    spec: dict[str, Any] = {"infrastructureRef": {"kind": _word(ref.get("kind")), "name": _text(ref.get("name"))}}
+    if get_path(machine, ("spec", "providerID")):
+        spec["providerID"] = INSTANCE_REPORTED
+    return {"metadata": kept_meta, "spec": spec, "status": kept_status}
+
+
+def trim_infra_machine(machine: dict[str, Any]) -> dict[str, Any]:
+    """An infrastructure machine (AWSMachine, ...) as the cache keeps it: its boot image, whether
+    the cloud made an instance, and its failure."""
+    meta, status = as_mapping(machine.get("metadata")), as_mapping(machine.get("status"))
+    spec = as_mapping(machine.get("spec"))
+    kept_spec = dict(_image_value(spec))
+    if spec.get("instanceID") or spec.get("providerID"):
+        kept_spec["providerID"] = INSTANCE_REPORTED
+    return {
+        "kind": _word(machine.get("kind")),
+        "metadata": {"name": _text(meta.get("name")), "namespace": _word(meta.get("namespace")),
+                     "resourceVersion": _text(meta.get("resourceVersion"))},
+        "spec": kept_spec,
+        "status": {k: status.get(k) for k in ("failureReason", "failureMessage") if status.get(k)},
+    }
 
 
 def plain(obj: Any) -> Any:

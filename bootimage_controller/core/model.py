@@ -291,11 +291,14 @@ def unverified_json(current: Any) -> dict[str, Any]:
 def image_label(value: Any) -> str | None:
     """One string per boot image, the same for a MachineSet's field and a Machine's: the AMI id,
     the GCP image path, the Azure gallery resource or `publisher:offer:sku:version`, the vSphere
-    template. None when the value names no image."""
+    template; for a Cluster API object (`{"template": ..., "image": ...}`, docs/capi.md) the image
+    its template names, as its infrastructure machines name it. None when the value names no image."""
     if isinstance(value, str):
         return value or None
     if not is_mapping(value):
         return None
+    if "template" in value and "image" in value:
+        return image_label(value["image"])
     for key in ("id", "resourceID"):
         found = value.get(key)
         if isinstance(found, str) and found:
