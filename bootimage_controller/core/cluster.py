@@ -16,6 +16,8 @@ from ..constants import (
     BOOTIMAGES_CONFIGMAP,
     CAPI_GROUP,
     CAPI_KINDS,
+    CAPI_MACHINE_KIND,
+    CAPI_MACHINE_PLURAL,
     CAPI_NAMESPACE,
     CAPI_VERSIONS,
     CLUSTEROPERATOR_PLURAL,
@@ -31,6 +33,7 @@ from ..constants import (
     CPMS_VERSION,
     FEATUREGATE_NAME,
     FEATUREGATE_PLURAL,
+    INFRA_MACHINES,
     INFRA_TEMPLATES,
     INFRASTRUCTURE_GROUP,
     INFRASTRUCTURE_NAME,
@@ -130,6 +133,19 @@ VERIFICATION_READS: tuple[ClusterRead, ...] = (
     ClusterRead("nodes", "", "v1", "Node", "nodes",
                 used_for="boot verification: whether a Machine's Node is Ready"),
 )
+# Boot verification of Cluster API pools (docs/capi.md): their Machines, and the infrastructure
+# machines that hold each one's boot image and the cloud's error (of the platform's kind only, like
+# the templates; none for vSphere, whose CAPI pools are not judged). Optional, like every CAPI read.
+CAPI_MACHINE_READ = ClusterRead(
+    "capi-machines", CAPI_GROUP, CAPI_VERSIONS[-1], CAPI_MACHINE_KIND, CAPI_MACHINE_PLURAL, CAPI_NAMESPACE,
+    used_for="boot verification: the Machines of every Cluster API pool, their phase, Node and failure")
+INFRA_MACHINE_READS: tuple[ClusterRead, ...] = tuple(
+    ClusterRead(f"infra-machines:{template.removesuffix('Template')}", INFRASTRUCTURE_GROUP, version,
+                template.removesuffix("Template"), plural, CAPI_NAMESPACE,
+                used_for="boot verification: the boot image and cloud error of each CAPI Machine")
+    for template, (version, plural) in INFRA_MACHINES.items() if template != PLATFORM_TEMPLATE_KIND.get("VSphere")
+)
+CAPI_VERIFICATION_READS: tuple[ClusterRead, ...] = (CAPI_MACHINE_READ, *INFRA_MACHINE_READS)
 MACHINE_READS = tuple(r for r in CLUSTER_READS if r.group == MACHINE_API_GROUP and r.kind in (MACHINESET_KIND, CPMS_KIND))
 NODE_READS = tuple(r for r in CLUSTER_READS if r.kind == "Node")
 
@@ -145,11 +161,15 @@ def daemon_reads(platform: str | None) -> tuple[ClusterRead, ...]:
     the other three kinds listed them again every 30 s for nothing (the CRD absent), and cost three
     connections at start. A platform without templates we manage (BareMetal, None, ...) watches
     none; an unknown platform (the Infrastructure could not be read) watches all four, as before.
+    Boot verification's Cluster API Machines and infrastructure machines follow the same rule (none
+    on vSphere, whose Cluster API pools are not judged).
     """
     if platform is None:
-        return (*CLUSTER_READS, *VERIFICATION_READS)
+        return (*CLUSTER_READS, *VERIFICATION_READS, *CAPI_VERIFICATION_READS)
     kind = PLATFORM_TEMPLATE_KIND.get(platform)
-    return (*_CORE_READS, *CAPI_READS, *(r for r in TEMPLATE_READS if r.kind == kind), *VERIFICATION_READS)
+    infra = tuple(r for r in INFRA_MACHINE_READS if kind is not None and r.kind == kind.removesuffix("Template"))
+    return (*_CORE_READS, *CAPI_READS, *(r for r in TEMPLATE_READS if r.kind == kind), *VERIFICATION_READS,
+            *((CAPI_MACHINE_READ, *infra) if infra else ()))
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,10 @@ import structlog
 
 from ..constants import CAPI_NAMESPACE, CLAIM_HOLDER_NAME, CLAIM_HOLDER_NAMESPACE
 from ..core.cluster import (
+    CAPI_MACHINE_READ,
     CAPI_READS,
+    CAPI_VERIFICATION_READS,
+    INFRA_MACHINE_READS,
     MACHINE_READS,
     NODE_READS,
     TEMPLATE_READS,
@@ -32,7 +35,7 @@ from ..core.cluster import (
 from ..core.context import PlanningContext, golden_origin, planning_context
 from ..core.golden import GoldenBootImages
 from ..core.index import PublishedImageIndex
-from ..core.machine_cache import trim_machine, trim_node
+from ..core.machine_cache import trim_capi_machine, trim_infra_machine, trim_machine, trim_node
 from ..errors import BootImageControllerError
 from ..kube.fence import UpgradeGateClosed
 from ..kube.informer import LIST_PAGE_SIZE, Informer, ListWatch
@@ -40,7 +43,8 @@ from ..kube.informer import LIST_PAGE_SIZE, Informer, ListWatch
 log = structlog.get_logger(__name__)
 
 # Boot verification reads a few fields of each Machine and Node: the caches keep only those.
-TRIMS = dict(zip((r.role for r in VERIFICATION_READS), (trim_machine, trim_node), strict=True))
+TRIMS = {**dict(zip((r.role for r in VERIFICATION_READS), (trim_machine, trim_node), strict=True)),
+         CAPI_MACHINE_READ.role: trim_capi_machine, **{r.role: trim_infra_machine for r in INFRA_MACHINE_READS}}
 # A Node is 10-20 KB as served: 100 of them decoded at once, not 500 (kube.informer.LIST_PAGE_SIZE).
 TRIMMED_PAGE_SIZE = 100
 MAPI_HOLDER = "holder"  # the informer of the Machine API's claim holder
@@ -53,7 +57,7 @@ def build_informers(api: Any, capi_version: str, platform: str | None = None) ->
     # The Cluster API's reads may be refused (403) where its optional rights are not installed
     # (manifests/components/capi): they then count as empty. No other read may: a refused read
     # of the MCO's version or gates would otherwise be taken for "no MCO" and let us write.
-    optional = {r.role for r in (*CAPI_READS, *TEMPLATE_READS)}
+    optional = {r.role for r in (*CAPI_READS, *TEMPLATE_READS, *CAPI_VERIFICATION_READS)}
     informers = {read.role: Informer(_list_watch(api, read), absent_ok=read.group != "",
                                      forbidden_ok=read.role in optional, trim=TRIMS.get(read.role),
                                      page_size=TRIMMED_PAGE_SIZE if read.role in TRIMS else LIST_PAGE_SIZE)
@@ -78,12 +82,12 @@ def _list_watch(api: Any, read: ClusterRead) -> ListWatch:
     )
 
 
-# Caches no write waits for: boot verification's Machines and Nodes (a large cluster's biggest
+# Caches no write waits for: boot verification's Machines (of both APIs) and Nodes (a large cluster's biggest
 # lists, 3 Machines and a Node per pool member). The first boot image patch goes out while they
 # list; verification judges nothing until they have (`BootVerification.applies_to`), then the
 # MachineSets planned before are queued again (daemon/run.py, `MachineReconciler.judge_again`).
 # `run --once` waits for them: its one pass judges too.
-DEFERRED_ROLES = frozenset(r.role for r in VERIFICATION_READS)
+DEFERRED_ROLES = frozenset(r.role for r in (*VERIFICATION_READS, *CAPI_VERIFICATION_READS))
 
 
 class InformerStore:

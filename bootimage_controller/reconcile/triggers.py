@@ -3,6 +3,8 @@
 - A machine object added, deleted, or changed where the planner reads it (`keys.relevant_view`):
   its own key (a deleted one's reconcile drops its outcome). A Machine API pool that changes sides also re-queues its CAPI mirror.
 - An infrastructure template changed: every CAPI key (their decisions read it).
+- Boot verification: a Machine (either API), its infrastructure machine or its Node changed: the
+  pools it counts for.
 - A cluster-wide input changed (golden data, Infrastructure, Nodes, MachineConfiguration spec,
   the MCO's version or gates, the ClusterVersion's release or gate): the parsed inputs are dropped
   and every key is queued.
@@ -16,8 +18,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..constants import CAPI_MACHINESET, CAPI_NAMESPACE, MACHINESET_KIND, Manager
+from ..core.capi.verification import capi_keys_of_machine, infra_ref
 from ..core.cluster import (
+    CAPI_MACHINE_READ,
     CAPI_READS,
+    INFRA_MACHINE_READS,
     MACHINE_READS,
     NODE_READS,
     TEMPLATE_READS,
@@ -59,6 +64,8 @@ class Triggers:
         # a Node event looks its Machine up, never scans them all (15,000 Nodes listing against
         # 15,000 Machines would be 225 million reads).
         self._machines_by_node: dict[str, list[dict[str, Any]]] | None = None
+        # CAPI Machines by the infrastructure machine they name (namespace, kind, name), the same way.
+        self._capi_by_infra: dict[tuple[Any, ...], list[dict[str, Any]]] | None = None
 
     def attach(self, informers: Mapping[str, Informer]) -> None:
         def on(names: tuple[str, ...], add: Handler, update: Handler, delete: Handler) -> None:
@@ -83,6 +90,11 @@ class Triggers:
                self._boot_machine_event)
         if VERIFICATION_READS[1].role in informers:
             on((VERIFICATION_READS[1].role,), self._node_event, self._node_updated, self._node_event)
+        if CAPI_MACHINE_READ.role in informers:
+            on((CAPI_MACHINE_READ.role,), self._capi_machine_event, self._capi_machine_updated,
+               self._capi_machine_event)
+        on(tuple(r.role for r in INFRA_MACHINE_READS if r.role in informers), self._infra_machine_event,
+           self._infra_machine_updated, self._infra_machine_event)
 
     # ---- machine objects ------------------------------------------------------------------------
     def _machine_added(self, obj: dict[str, Any]) -> None:
@@ -133,13 +145,48 @@ class Triggers:
         name = str((node.get("metadata") or {}).get("name"))
         if self._machines_by_node is None:
             by_node: dict[str, list[dict[str, Any]]] = {}
-            for machine in self.store.list(VERIFICATION_READS[0].role):
+            for machine in (*self.store.list(VERIFICATION_READS[0].role), *self.store.list(CAPI_MACHINE_READ.role)):
                 ref = get_path(machine, ("status", "nodeRef", "name"))
                 if isinstance(ref, str):
                     by_node.setdefault(ref, []).append(machine)
             self._machines_by_node = by_node
         for machine in self._machines_by_node.get(name, ()):
-            self._queue_machine_sets(machine)
+            if get_path(machine, ("spec", "infrastructureRef")) is not None:
+                self._queue_capi_objects(machine)
+            else:
+                self._queue_machine_sets(machine)
+
+    def _capi_machine_event(self, machine: dict[str, Any]) -> None:
+        self._machines_by_node = None
+        self._capi_by_infra = None
+        self._queue_capi_objects(machine)
+
+    def _capi_machine_updated(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+        if _without_version(old) != _without_version(new):
+            self._capi_machine_event(new)
+
+    def _queue_capi_objects(self, machine: dict[str, Any]) -> None:
+        namespace = str((machine.get("metadata") or {}).get("namespace", ""))
+        for kind, name in capi_keys_of_machine(machine):
+            self.sink.add(f"{kind}/{namespace}/{name}")
+
+    def _infra_machine_event(self, infra: dict[str, Any]) -> None:
+        """An infrastructure machine changed (its image, the cloud's error): the pools of the CAPI
+        Machine that names it."""
+        if self._capi_by_infra is None:
+            by_infra: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+            for machine in self.store.list(CAPI_MACHINE_READ.role):
+                ref = infra_ref(machine)
+                if ref is not None:
+                    by_infra.setdefault((get_path(machine, ("metadata", "namespace")), *ref), []).append(machine)
+            self._capi_by_infra = by_infra
+        meta = infra.get("metadata") or {}
+        for machine in self._capi_by_infra.get((meta.get("namespace"), infra.get("kind"), meta.get("name")), ()):
+            self._queue_capi_objects(machine)
+
+    def _infra_machine_updated(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+        if _without_version(old) != _without_version(new):
+            self._infra_machine_event(new)
 
     def _node_updated(self, old: dict[str, Any], new: dict[str, Any]) -> None:
         if _without_version(old) != _without_version(new):  # the Ready condition moved

@@ -25,6 +25,8 @@ from datetime import datetime, timedelta
 import structlog
 
 from ..constants import (
+    CAPI_MACHINEDEPLOYMENT,
+    CAPI_MACHINESET,
     DEFAULT_FIRST_BOOT_TIMEOUT,
     MACHINESET_KIND,
     Action,
@@ -33,7 +35,10 @@ from ..constants import (
     Reason,
 )
 from ..core.canary import canary_enabled
-from ..core.model import BootImageDecision, get_path, image_label
+from ..core.capi.resources import INFRA_REF_NAME_PATH
+from ..core.capi.verification import CapiMachineIndex, infra_image_path, judge_capi_object
+from ..core.cluster import CAPI_MACHINE_READ, INFRA_MACHINE_READS
+from ..core.model import BootImageDecision, dotted, get_path, image_label
 from ..core.rollback import failed_image_rollback, verdict_patch, wrote_current
 from ..core.verification import (
     BootVerdict,
@@ -58,6 +63,8 @@ log = structlog.get_logger(__name__)
 
 MACHINES_ROLE = "machines"
 NODES_ROLE = "nodes"
+CAPI_MACHINES_ROLE = CAPI_MACHINE_READ.role
+_CAPI_KINDS = frozenset({CAPI_MACHINESET, CAPI_MACHINEDEPLOYMENT})
 # Decisions whose MachineSet is not ours to record on even when we manage its kind: opted out,
 # another owner, the other API's side, Windows, unparseable (never write what was not fully parsed).
 _NOT_RECORDED = frozenset({Reason.NOT_ENROLLED, Reason.OWNED_BY_OTHER, Reason.NOT_AUTHORITATIVE, Reason.WINDOWS})
@@ -85,10 +92,17 @@ class BootVerification:
         # Rebuilt on the next verdict after a change: one pass over the Machines per batch of
         # changes, not one per MachineSet judged. (Nodes are looked up by name: `NodesInCache`.)
         self._index: MachineIndex | None = None
+        self._capi_index: CapiMachineIndex | None = None
+        self._infra_roles = [r.role for r in INFRA_MACHINE_READS if r.role in store.informers]
         machines = store.informers.get(MACHINES_ROLE)
         if machines is not None:
             machines.add_handler(on_add=self._forget_machines, on_update=self._machine_updated,
                                  on_delete=self._forget_machines)
+        for role in (CAPI_MACHINES_ROLE, *self._infra_roles):
+            informer = store.informers.get(role)
+            if informer is not None:
+                informer.add_handler(on_add=self._forget_capi, on_update=self._capi_updated,
+                                     on_delete=self._forget_capi)
 
     def _forget_machines(self, _obj: object) -> None:
         self._index = None
@@ -96,29 +110,53 @@ class BootVerification:
     def _machine_updated(self, _old: object, _new: object) -> None:
         self._index = None
 
+    def _forget_capi(self, _obj: object) -> None:
+        self._capi_index = None
+
+    def _capi_updated(self, _old: object, _new: object) -> None:
+        self._capi_index = None
+
     def applies_to(self, decision: BootImageDecision) -> bool:
-        """Machine API MachineSets whose boot image is known. Not judged (docs/install.md says so):
-        the ControlPlaneMachineSet (its Machines are the control plane's); Cluster API pools (their
-        Machines are not read yet); vSphere, whose template is refreshed in place under the same
-        name, so a Machine's template name does not tell which build it booted. Nothing is judged
-        before the Machines and Nodes have listed (a verdict from half a list could start a canary
+        """MachineSets of either API, and enrolled CAPI MachineDeployments, whose boot image is
+        known. Not judged (docs/install.md says so): the ControlPlaneMachineSet (its Machines are the
+        control plane's); vSphere, whose template is refreshed in place under the same name, so a
+        Machine's template name does not tell which build it booted. Nothing is judged before the
+        Machines (of its API) and Nodes have listed (a verdict from half a list could start a canary
         a Machine not yet seen makes needless); the daemon queues them again then (judge_again)."""
-        return (decision.kind == MACHINESET_KIND and decision.platform != Platform.VSPHERE
-                and decision.field is not None and decision.current is not None
-                and self.store.role_synced(MACHINES_ROLE) and self.store.role_synced(NODES_ROLE))
+        if decision.platform == Platform.VSPHERE or decision.field is None or decision.current is None:
+            return False
+        if not self.store.role_synced(NODES_ROLE):
+            return False
+        if decision.kind == MACHINESET_KIND:
+            return self.store.role_synced(MACHINES_ROLE)
+        return (decision.kind in _CAPI_KINDS and self.store.role_synced(CAPI_MACHINES_ROLE)
+                and all(self.store.role_synced(r) for r in self._infra_roles))
 
     def inputs(self) -> VerificationInputs:
         if self._index is None:
             self._index = MachineIndex.build(self.store.list(MACHINES_ROLE))
         return VerificationInputs(self._index, NodesInCache(self.store))
 
+    def capi_index(self) -> CapiMachineIndex:
+        if self._capi_index is None:
+            infra = [m for role in self._infra_roles for m in self.store.list(role)]
+            self._capi_index = CapiMachineIndex.build(self.store.list(CAPI_MACHINES_ROLE), infra)
+        return self._capi_index
+
+    def _judge(self, obj: dict[str, object], decision: BootImageDecision, recorded: BootVerdict | None,
+               now: datetime) -> Judgement:
+        timeout = timedelta(seconds=self.options.first_boot_timeout)
+        if decision.kind in _CAPI_KINDS:
+            return judge_capi_object(obj, decision.field, decision.current, self.capi_index(), NodesInCache(self.store),
+                                     recorded, now, timeout)
+        return judge_machine_set(obj, decision.field, decision.current, self.inputs(), recorded, now, timeout)
+
     async def verify(self, obj: dict[str, object], decision: BootImageDecision, kind: MachineKind,
                      may_write: bool) -> VerificationOutcome:
         now = self.clock()
         annotations = _annotations(obj)
         recorded = BootVerdict.from_annotations(annotations)
-        judgement = judge_machine_set(obj, decision.field, decision.current, self.inputs(), recorded, now,
-                                      timedelta(seconds=self.options.first_boot_timeout))
+        judgement = self._judge(obj, decision, recorded, now)
         verdict = judgement.verdict
         ours = decision.manager is Manager.OURS
         outcome = VerificationOutcome(
@@ -131,7 +169,19 @@ class BootVerification:
             return outcome
         if recordable:
             outcome = await self._record(obj, decision, kind, outcome, now)
+        if decision.kind in _CAPI_KINDS:
+            return self._no_capi_canary(obj, outcome)
         return await self._canary(obj, decision, kind, judgement, outcome, recordable, now)
+
+    @staticmethod
+    def _no_capi_canary(obj: dict[str, object], outcome: VerificationOutcome) -> VerificationOutcome:
+        """A canary is a Machine API Machine (docs/capi.md): a Cluster API one would also need its
+        infrastructure machine and bootstrap config made and deleted with it. An annotated CAPI
+        pool is told so (Warning BootImageCanaryNotRun), never given half a canary."""
+        if not canary_enabled(obj):
+            return outcome
+        return replace(outcome, canary_error="canaries are made for Machine API MachineSets only; this Cluster API "
+                                             "pool is verified by the Machines its scale-ups create")
 
     async def _record(self, obj: dict[str, object], decision: BootImageDecision, kind: MachineKind,
                       outcome: VerificationOutcome, now: datetime) -> VerificationOutcome:
@@ -188,8 +238,10 @@ class BootVerification:
             holder = await holders.current(kind.scope)
             if holder.deleting:
                 return replace(outcome, rollback_pending=True)
+            # A CAPI object is rolled back as `rollback` does: infrastructureRef.name to the previous template.
+            field = dotted(INFRA_REF_NAME_PATH) if decision.kind in _CAPI_KINDS else decision.field
             try:
-                ops, previous = failed_image_rollback(dict(obj), decision.field, outcome.verdict, holder.uid, now)
+                ops, previous = failed_image_rollback(dict(obj), field, outcome.verdict, holder.uid, now)
             except InputError as exc:
                 # No record to roll back to (a hand edit removed it): reported, never guessed.
                 return replace(outcome, write_error=f"cannot roll back: {exc}")
@@ -200,11 +252,21 @@ class BootVerification:
         if not applied:
             # The MachineSet changed first: nothing was written; its watch event judges it again.
             return replace(outcome, rollback_pending=True)
-        restored = image_label(previous)
+        restored = image_label(previous) if decision.kind not in _CAPI_KINDS else self._template_image(decision, previous)
         log.warning("rolled back a boot image that failed its first boot", namespace=decision.namespace,
                     name=decision.name, image=outcome.verdict.image, restored=restored)
         return replace(outcome, verdict=outcome.verdict.with_failed(str(outcome.verdict.image)),
                        rolled_back_to=restored, recheck_after=None)
+
+
+    def _template_image(self, decision: BootImageDecision, template_name: object) -> str:
+        """The boot image the previous template names, as `rolled_back_to` says it (the template's
+        name when its cache does not hold it)."""
+        kind = str(decision.current.get("template", "")).partition("/")[0] if isinstance(decision.current, dict) else ""
+        template = self.store.get(kind, decision.namespace, str(template_name))
+        path = infra_image_path(decision.field)
+        image = image_label(get_path(template, ("spec", "template", *path))) if template and path else None
+        return f"{image} (template {kind}/{template_name})" if image else f"template {kind}/{template_name}"
 
 
 class NodesInCache(Mapping[str, NodeFacts]):

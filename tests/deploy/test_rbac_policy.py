@@ -138,8 +138,11 @@ CONTROLLER_REQUESTS = [
       for v in ("list", "watch", "create")),
     *(_req(v, (INFRASTRUCTURE_GROUP, plural), CAPI_NAMESPACE, "t0") for _, plural in INFRA_TEMPLATES.values()
       for v in ("get", "delete")),
-    # Before an old template goes: the machines cloned from templates (core/capi/retire.py).
-    *(_req("list", (INFRASTRUCTURE_GROUP, plural), CAPI_NAMESPACE) for _, plural in INFRA_MACHINES.values()),
+    # Before an old template goes: the machines cloned from templates (core/capi/retire.py); boot
+    # verification's informers over them and over the Cluster API's Machines (never written).
+    *(_req(v, (INFRASTRUCTURE_GROUP, plural), CAPI_NAMESPACE) for _, plural in INFRA_MACHINES.values()
+      for v in ("list", "watch")),
+    *(_req(v, (CAPI_GROUP, "machines"), CAPI_NAMESPACE) for v in ("list", "watch")),
     *(_req(v, CM, CAPI_NAMESPACE, CLAIM_HOLDER_NAME) for v in ("list", "watch", "get", "patch")),
     _req("create", CM, CAPI_NAMESPACE),
     *(_req(v, ("", "events"), CAPI_NAMESPACE) for v in ("create", "patch")),
@@ -153,6 +156,8 @@ CONTROLLER_DENIED = [
     # Cluster API: objects never created, deleted or updated; templates never updated or patched.
     *(_req(v, (CAPI_GROUP, p), CAPI_NAMESPACE, "workers") for p in CAPI_KINDS.values() for v in ("delete", "update")),
     _req("create", (CAPI_GROUP, MACHINESET_PLURAL), CAPI_NAMESPACE),
+    *(_req(v, (CAPI_GROUP, "machines"), CAPI_NAMESPACE, "workers-abcde") for v in ("create", "delete", "patch")),
+    *(_req(v, (INFRASTRUCTURE_GROUP, "awsmachines"), CAPI_NAMESPACE, "workers-abcde") for v in ("delete", "patch")),
     *(_req(v, (INFRASTRUCTURE_GROUP, "awsmachinetemplates"), CAPI_NAMESPACE, "t0") for v in ("update", "patch")),
     _req("list", SECRETS, CAPI_NAMESPACE),
     _req("get", MS, "default", "worker-us-east-1a"),

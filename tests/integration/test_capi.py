@@ -6,6 +6,7 @@ deleted nothing of ours.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from typing import Any
 import pytest
 from core.capi.objects import capi_object, managers, template
 from harness.cluster import TestCluster
+from harness.machine_provider import Boot, capi_scale_up, machine_provider
 from harness.objects import (
     apply,
     bootimages_configmap,
@@ -24,16 +26,28 @@ from harness.objects import (
 )
 from harness.objects import machineset_from_fixture as ms_fixture
 
+from bootimage_controller import observability as obs
 from bootimage_controller.constants import (
+    ANNOTATION_BOOT_IMAGE_VERIFIED,
     ANNOTATION_PREVIOUS,
     ANNOTATION_RELEASE,
     ANNOTATION_REPLACES,
+    CAPI_MACHINESET,
     CAPI_NAMESPACE,
     CLAIM_HOLDER_NAME,
+    EVENT_FIRST_BOOT_FAILED,
+    EVENT_ROLLED_BACK,
 )
 from bootimage_controller.daemon import run as daemon
 
-from .daemon_helpers import list_machinesets, run_args, user_data_secret
+from .daemon_helpers import (
+    daemon_task,
+    list_machinesets,
+    plan_from_cluster,
+    run_args,
+    user_data_secret,
+    wait_for,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -324,3 +338,71 @@ async def test_an_old_template_a_machine_was_cloned_from_stays_until_that_machin
     found = await templates(kube_api)
     assert "workers-t0" not in found, "the machine is gone: deleted at the next update"
     assert t2_name in found, "the template the current one replaced stays, for rollback"
+
+
+async def test_a_capi_pool_whose_new_image_never_joins_is_rolled_back_and_a_good_one_verified(
+    kube_cluster: TestCluster, kube_api: Any
+) -> None:
+    """Boot verification of a Cluster API pool (SPEC section 3b, docs/capi.md): the harness plays CAPA
+    and the kubelet only (`machine_provider(capi=True)`), the scale-ups stand in for CAPI's
+    MachineSet controller; the daemon judges the Machines through their AWSMachines and rolls back
+    `infrastructureRef.name` to the previous template."""
+    cluster = await arrange(kube_api, "AWS", "machinesets")
+    await apply(kube_api, template("AWSMachineTemplate", "workers-t0", {"ami": {"id": AWS_416}, "instanceType": "m6i.xlarge"},
+                                   owners=[cluster]))
+    await apply(kube_api, capi_object("MachineSet", "workers", "AWSMachineTemplate", "workers-t0", owners=[cluster]))
+
+    async def workers() -> dict[str, Any]:
+        return (await capi_items(kube_api, "machinesets"))["workers"]
+
+    async def verdict() -> dict[str, Any] | None:
+        raw = ((await workers())["metadata"].get("annotations") or {}).get(ANNOTATION_BOOT_IMAGE_VERIFIED)
+        return json.loads(raw) if raw else None
+
+    async def points_at(predicate: Any) -> bool:
+        return bool(predicate(ref_name(await workers())))
+
+    images = {AWS_422: Boot.NEVER_JOINS, NEXT_AMI: Boot.GOOD}
+    async with machine_provider(kube_api, images, capi=True), \
+            daemon_task(kube_cluster.kubeconfig, "--first-boot-timeout", "3s"):
+        await wait_for(lambda: points_at(lambda name: name != "workers-t0"), 30, "the 4.22 template written")
+        t1_name = ref_name(await workers())
+        await capi_scale_up(kube_api, await workers(), "workers-a")
+
+        async def rolled_back() -> bool:
+            v = await verdict()
+            return await points_at(lambda name: name == "workers-t0") and v is not None \
+                and v.get("failedImages") == [AWS_422]
+
+        await wait_for(rolled_back, 30, "the roll back to the previous template")
+        reasons = {e["reason"]: e for e in await _capi_events(kube_api, "workers")}
+        warning = reasons[EVENT_FIRST_BOOT_FAILED]
+        assert warning["type"] == "Warning" and "workers-a" in warning["message"] and AWS_422 in warning["message"]
+        assert "workers-t0" in reasons[EVENT_ROLLED_BACK]["message"]
+        assert obs.REGISTRY.get_sample_value("bootimage_controller_boot_image_verified", {
+            "namespace": CAPI_NAMESPACE, "name": "workers", "kind": CAPI_MACHINESET}) == -1
+        await asyncio.sleep(2)
+        assert ref_name(await workers()) == "workers-t0", "the failed image is not written again"
+        assert t1_name in await templates(kube_api), "the failed template is not the one in use, nothing else"
+
+        # The golden data names a new image that boots: written, a Machine joins, verified.
+        await apply(kube_api, next_release_golden())
+        await wait_for(lambda: points_at(lambda name: name not in ("workers-t0", t1_name)), 30, "the next template")
+        await capi_scale_up(kube_api, await workers(), "workers-b")
+
+        async def verified() -> bool:
+            v = await verdict()
+            return v is not None and v["verdict"] == "verified" and v["image"] == NEXT_AMI
+
+        await wait_for(verified, 30, "the verdict verified")
+        v = await verdict()
+        assert v is not None and (v["machine"], v["node"], v["failedImages"]) == ("workers-b", "workers-b", [AWS_422])
+    # `plan --from-cluster` shows what the daemon recorded.
+    row = next(m for m in (await plan_from_cluster(kube_cluster))["machineSets"] if m["name"] == "workers")
+    assert (row["kind"], row["verified"]["verdict"], row["verified"]["image"]) == (CAPI_MACHINESET, "verified", NEXT_AMI)
+
+
+async def _capi_events(api: Any, name: str) -> list[dict[str, Any]]:
+    doc = await kube_request(api, "GET", f"/api/v1/namespaces/{CAPI_NAMESPACE}/events",
+                             query=[("fieldSelector", f"involvedObject.name={name}")])
+    return list(doc["items"])

@@ -19,12 +19,15 @@ async def test_on_aws_one_template_informer_and_every_handler_attaches() -> None
     try:
         everything = build_informers(api, CAPI_VERSIONS[-1])
         aws = build_informers(api, CAPI_VERSIONS[-1], "AWS")
-        assert set(everything) - set(aws) == {"GCPMachineTemplate", "AzureMachineTemplate", "VSphereMachineTemplate"}
+        assert set(everything) - set(aws) == {"GCPMachineTemplate", "AzureMachineTemplate", "VSphereMachineTemplate",
+                                              "infra-machines:GCPMachine", "infra-machines:AzureMachine"}
         assert {r.role for r in CLUSTER_READS} <= set(everything)
         # The triggers attach to whatever template informers there are.
         store = InformerStore(aws)
         Triggers(store, ClusterView(store), {}, KeyList(), lambda: None).attach(aws)
         assert aws["AWSMachineTemplate"]._handlers
+        # Boot verification of CAPI pools: their Machines and the platform's infrastructure machines.
+        assert aws["capi-machines"]._handlers and aws["infra-machines:AWSMachine"]._handlers
     finally:
         await api.close()
 
