@@ -202,7 +202,13 @@ class Enrollment:
             return True, ""
         if selection.mode is SelectionMode.PARTIAL:
             return False, "its labels do not match the Partial machineResourceSelector"
-        return False, f"boot image management is {selection.mode} for {resource.kind}s ({self.source})"
+        return False, f"boot image management is {selection.mode} for {_plural(resource.kind)} ({self.source})"
+
+
+def _plural(kind: str) -> str:
+    """A kind as a sentence names its objects (`MachineSet.cluster.x-k8s.io` is no word to pluralise)."""
+    return {CAPI_MACHINESET: "Cluster API MachineSets", CAPI_MACHINEDEPLOYMENT: "Cluster API MachineDeployments"}.get(
+        kind, f"{kind}s")
 
 
 def _selection(managers: list[Any], resource: str, group: str = MACHINE_API_GROUP) -> ResourceSelection | None:

@@ -82,6 +82,10 @@ GATE_SKEW = "BootImageSkewEnforcement"
 # openshift/api #2990: the MCO updates Cluster API MachineSets and MachineDeployments on AWS (MCO #6447,
 # TechPreviewNoUpgrade and DevPreviewNoUpgrade at first), where managedBootImages lists them.
 GATE_AWS_CAPI = "ManagedBootImagesAWSCAPI"
+# The MCO starts its Cluster API informers only where the Cluster API manages machines at all
+# (#6447, boot_image_controller.go `Run()`): without this gate it never writes a CAPI pool, whatever
+# GATE_AWS_CAPI and managedBootImages say (the bundled example lists it disabled, as 4.22's Default set).
+GATE_CAPI_MACHINE_MANAGEMENT = "ClusterAPIMachineManagement"
 SUPPORTED_MCO_STREAM = "rhel-9"
 AZURE_STACK_CLOUD = "AzureStackCloud"
 
@@ -304,11 +308,14 @@ def decide_manager(
 
 def _mco_manages_capi(obj: Managed, platform: str | None, mco: MachineConfigOperator, selection: Selection) -> str | None:
     """The MCO on Cluster API (MCO #6447, as its pull request describes it; not released yet): AWS
-    only, behind `ManagedBootImagesAWSCAPI` in the FeatureGate status, for the objects
-    `managedBootImages` lists (apiGroup cluster.x-k8s.io); a MachineSet a MachineDeployment owns is
-    its MachineDeployment's. Our claim is taken to stop it as it stops the Machine API path (the
-    pull request says nothing of other owners): when unsure, we do not race it."""
-    if platform != Platform.AWS or mco.release is None or not mco.gate_on(GATE_AWS_CAPI):
+    only, behind both `ClusterAPIMachineManagement` (its CAPI informers start only then) and
+    `ManagedBootImagesAWSCAPI` in the FeatureGate status, for the objects `managedBootImages` lists
+    (apiGroup cluster.x-k8s.io); a MachineSet a MachineDeployment owns is its MachineDeployment's.
+    Our claim is taken to stop it as it stops the Machine API path (the pull request says nothing of
+    other owners): when unsure, we do not race it."""
+    if platform != Platform.AWS or mco.release is None:
+        return None
+    if not (mco.gate_on(GATE_AWS_CAPI) and mco.gate_on(GATE_CAPI_MACHINE_MANAGEMENT)):
         return None
     if any(o.kind == "MachineDeployment" for o in obj.owner_references):
         return None
@@ -316,7 +323,7 @@ def _mco_manages_capi(obj: Managed, platform: str | None, mco: MachineConfigOper
         return None
     what = "MachineDeployments" if obj.kind == CAPI_MACHINEDEPLOYMENT else "MachineSets"
     return (f"the Machine Config Operator {mco.version_text or 'of unknown version'} updates AWS Cluster API {what} "
-            f"itself (FeatureGate {GATE_AWS_CAPI})")
+            f"itself (FeatureGates {GATE_CAPI_MACHINE_MANAGEMENT} and {GATE_AWS_CAPI})")
 
 
 # The boot image field under providerSpec.value, per platform (SPEC rule 6).

@@ -96,8 +96,10 @@ def test_vsphere_templates_are_planned_not_written() -> None:
 
 def test_capi_is_opt_in_and_machinedeployments_need_their_own_entry() -> None:
     ms = capi_object("MachineSet", "w", "AWSMachineTemplate", "t")
-    assert plan_capi(ms, aws("t"), G, ClusterFacts(platform="AWS", region="us-east-1"),
-                     Enrollment.from_machine_configuration(None, "AWS")).reason == Reason.NOT_ENROLLED
+    d = plan_capi(ms, aws("t"), G, ClusterFacts(platform="AWS", region="us-east-1"),
+                  Enrollment.from_machine_configuration(None, "AWS"))
+    assert d.reason == Reason.NOT_ENROLLED
+    assert "for Cluster API MachineSets" in d.message and "x-k8s.ios" not in d.message
     md = capi_object("MachineDeployment", "d", "AWSMachineTemplate", "t")
     d = decide(md, aws("t"), "machinesets")
     assert (d.kind, d.reason) == (CAPI_MACHINEDEPLOYMENT, Reason.NOT_ENROLLED) and "rolls out" in d.message
@@ -193,17 +195,25 @@ def test_rollout_is_read_where_each_api_version_keeps_it() -> None:
 # ---- the MCO on Cluster API (openshift/api #2990, MCO #6447): who writes a CAPI pool --------------
 
 
-@pytest.mark.parametrize("gate_on", [True, False])
+@pytest.mark.parametrize("gates_on", [(True, True), (True, False), (False, True)])
 @pytest.mark.parametrize("platform", ["AWS", "GCP"])
 @pytest.mark.parametrize("kind", ["MachineSet", "MachineDeployment"])
 @pytest.mark.parametrize("listed", [True, False])
-def test_the_mco_writes_aws_capi_pools_behind_its_gate_when_listed(gate_on: bool, platform: str, kind: str,
-                                                                  listed: bool) -> None:
+def test_the_mco_writes_aws_capi_pools_behind_its_gates_when_listed(gates_on: tuple[bool, bool], platform: str,
+                                                                   kind: str, listed: bool) -> None:
+    """Both gates: `ManagedBootImagesAWSCAPI`, and `ClusterAPIMachineManagement`, without which the
+    MCO never starts its Cluster API informers (#6447, `Run()`): nobody but us writes the pool."""
     from bootimage_controller.constants import Manager
-    from bootimage_controller.core.manager import GATE_AWS_CAPI, MachineConfigOperator, ManagerFacts
+    from bootimage_controller.core.manager import (
+        GATE_AWS_CAPI,
+        GATE_CAPI_MACHINE_MANAGEMENT,
+        MachineConfigOperator,
+        ManagerFacts,
+    )
     from bootimage_controller.core.skew.versions import OcpVersion
 
-    gates = frozenset({GATE_AWS_CAPI} if gate_on else ())
+    gate_on = all(gates_on)
+    gates = frozenset(g for g, on in zip((GATE_AWS_CAPI, GATE_CAPI_MACHINE_MANAGEMENT), gates_on, strict=True) if on)
     mco = MachineConfigOperator("4.23.0", OcpVersion.parse("4.23.0", "test"), gates)
     facts = ClusterFacts(platform=platform, region="us-east-1", managers=ManagerFacts(mco=mco))
     resource = "machinedeployments" if kind == "MachineDeployment" else "machinesets"
@@ -222,7 +232,8 @@ def test_a_capi_machineset_its_machinedeployment_owns_is_not_the_mcos_own_pool()
     from bootimage_controller.core.manager import GATE_AWS_CAPI, MachineConfigOperator, ManagerFacts
     from bootimage_controller.core.skew.versions import OcpVersion
 
-    mco = MachineConfigOperator("4.23.0", OcpVersion.parse("4.23.0", "test"), frozenset({GATE_AWS_CAPI}))
+    mco = MachineConfigOperator("4.23.0", OcpVersion.parse("4.23.0", "test"),
+                                frozenset({GATE_AWS_CAPI, "ClusterAPIMachineManagement"}))
     facts = ClusterFacts(platform="AWS", region="us-east-1", managers=ManagerFacts(mco=mco))
     owned = capi_object("MachineSet", "pool-abc", "AWSMachineTemplate", "aws-tmpl", owners=[
         {"apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "MachineDeployment", "name": "pool", "uid": "md-1"}])
