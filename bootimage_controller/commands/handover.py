@@ -8,8 +8,8 @@ the object's resourceVersion, so from the moment the admin decides no other cont
 owned MachineSets writes it. `hand-back` removes both in one patch.
 
 Before a hand-over that makes the MCO hold upgrades (its skew enforcement resets its record for a
-MachineSet it skips) the command says so, with the Manual setting that matches the real oldest boot
-image, and writes nothing unless `--yes`.
+MachineSet it skips) the command says so on stderr, with the Manual setting that matches the real
+oldest boot image, and writes nothing unless `--yes` (which still prints the warning).
 """
 
 from __future__ import annotations
@@ -72,12 +72,17 @@ async def _hand_over(args: argparse.Namespace) -> int:
     warnings = await _hold_warnings(args)
     if warnings is None:
         return EXIT_FAILED
+    # Said with --yes too (stderr): a script, or an admin who knows the flag, is told the MCO will
+    # hold upgrades and which Manual setting avoids it as surely as one asked first.
+    for name, hold in warnings.items():
+        print(f"warning: {args.namespace}/{name}: {hold.message}", file=sys.stderr)
     if warnings and not args.yes:
-        for name, hold in warnings.items():
-            print(f"warning: {args.namespace}/{name}: {hold.message}")
         print("error: nothing written: handing these over makes the Machine Config Operator hold upgrades; "
-              "set the Manual skew setting above first, or run again with --yes")
+              "set the Manual skew setting above first, or run again with --yes", file=sys.stderr)
         return EXIT_FAILED
+    if warnings:
+        print("handing over as asked (--yes): the Machine Config Operator will hold upgrades until the Manual skew "
+              "setting above is made", file=sys.stderr)
     return await _write_each(args, over=True)
 
 

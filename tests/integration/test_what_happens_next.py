@@ -164,11 +164,13 @@ async def test_hand_over_claims_and_annotates_in_one_write_and_warns_first_when_
     # Installed at 4.12: once the MCO skips the MachineSet, its skew record falls back below 4.13.
     await arrange(kube_api, (("4.22.0", "Completed"), ("4.12.0", "Completed")))
     before = await versions(kube_api)
-    code, out, _ = await run_cli(kube_cluster, "hand-over", "handme")
-    assert code == 1 and "hold upgrades" in out and "nothing written" in out
+    code, _, err = await run_cli(kube_cluster, "hand-over", "handme")
+    assert code == 1 and "hold upgrades" in err and "nothing written" in err
     assert await versions(kube_api) == before
     code, out, err = await run_cli(kube_cluster, "hand-over", "handme", "--yes")
     assert code == 0, out + err
+    # --yes still says it, with the Manual setting that avoids the hold (issue 49, item 5).
+    assert "hold upgrades" in err and '"mode":"Manual"' in err and "as asked (--yes)" in err
     live = (await list_machinesets(kube_api))["handme"]
     refs = live["metadata"].get("ownerReferences") or []
     assert [r["name"] for r in refs] == [CLAIM_HOLDER_NAME]
