@@ -25,8 +25,10 @@ from typing import Any
 
 from ..constants import (
     ANNOTATION_ARGOCD_TRACKING_ID,
+    ANNOTATION_BOOT_IMAGE_UPDATES,
     ANNOTATION_FLUX_SSA,
     ANNOTATION_LAST_APPLIED,
+    BOOT_IMAGE_UPDATES_DISABLED,
     FLUX_LABELS,
     LABEL_BOOT_IMAGE_WRITER,
     LABEL_HIVE_MACHINE_POOL,
@@ -77,6 +79,9 @@ class WriterConflict:
     # The MCO enforces skew in Automatic mode: OpenShift then refuses a Partial MachineSet selection
     # (openshift/api's CEL rule on MachineConfiguration), so skew enforcement moves to Manual first.
     automatic_skew: bool = False
+    # The other "writer" is the admin's pin: annotation `boot-image-updates: Disabled`, which the MCO
+    # does not read (`BootImageDecision.opted_out`).
+    pinned: bool = False
 
     @property
     def key(self) -> str:
@@ -101,6 +106,10 @@ class WriterConflict:
         """One sentence: who writes, what the MCO will set, what Git holds."""
         other = _WRITER_WORDS.get(self.writers[-1], str(self.writers[-1]))
         target = f"{self.target_release} ({_short(self.target)})" if self.target_release else _short(self.target)
+        if self.pinned:
+            return (f"{MCO_NAME} writes the boot image of MachineSet {self.key} although annotation "
+                    f"{ANNOTATION_BOOT_IMAGE_UPDATES}={BOOT_IMAGE_UPDATES_DISABLED} opts it out: only this controller "
+                    f"reads that annotation, and the MCO sets {target} in place of {_short(self.current)}")
         return (f"{self.writer_words} both write the boot image of MachineSet {self.key}: the MCO sets "
                 f"{target}, {other} puts its own back, until the MCO's hot-loop guard stops{self.git_words()}")
 
@@ -113,8 +122,12 @@ class WriterConflict:
             steps.append("move skew enforcement to Manual first (OpenShift refuses Partial while it is Automatic)"
                          + (example if why else ""))
         first = "".join(f"{s}, then " for s in steps)
-        note = ("; this controller reads the same selector, so Git alone carries its boot image from then on"
-                if why else "")
+        if not why:
+            note = ""
+        elif self.pinned:
+            note = "; this controller reads the same selector, so nothing writes its boot image from then on"
+        else:
+            note = "; this controller reads the same selector, so Git alone carries its boot image from then on"
         out = [f"leave it out of the MCO ({first}{self.patch_command()}{note})"]
         if self.ignore_rule:
             out.append(f"or let the MCO write it: {self.ignore_rule}")
@@ -140,7 +153,8 @@ def conflicts_note(conflicts: Sequence[WriterConflict]) -> str | None:
         return None
     names = sorted(c.key for c in conflicts)
     what = "MachineSet" if len(names) == 1 else "MachineSets"
-    return (f"{len(names)} {what} written by the Machine Config Operator and GitOps or Hive alike "
+    others = "GitOps, Hive or an opt-out annotation" if any(c.pinned for c in conflicts) else "GitOps or Hive"
+    return (f"{len(names)} {what} written by the Machine Config Operator and {others} alike "
             f"({first_names(names, 5)}): see Event BootImageWriterConflict for the fix")
 
 
@@ -150,10 +164,12 @@ def writer_conflict(
     machine_configuration: Mapping[str, Any] | None,
     gitops_labels: Sequence[str] = (),
 ) -> WriterConflict | None:
-    """The conflict on one MachineSet, or None when one writer (or none) changes its boot image."""
-    if not decision.also_written_by or decision.manager in decision.also_written_by:
+    """The conflict on one MachineSet, or None when one writer (or none) changes its boot image.
+    An opted-out MachineSet the MCO writes counts too: the admin pinned its image, the MCO moves it."""
+    pinned = decision.opted_out and decision.manager is Manager.MCO
+    if not pinned and (not decision.also_written_by or decision.manager in decision.also_written_by):
         return None
-    if decision.action not in (Action.PATCH, Action.NOOP):
+    if decision.action is not Action.PATCH and (pinned or decision.action is not Action.NOOP):
         return None  # nothing to write, or not known what: neither writer changes it
     labels = get_path(obj, ("metadata", "labels"))
     labels = labels if is_mapping(labels) else {}
@@ -161,7 +177,8 @@ def writer_conflict(
     return WriterConflict(
         namespace=decision.namespace,
         name=decision.name,
-        writers=(*decision.also_written_by, decision.manager),
+        writers=(Manager.MCO,) if pinned else (*decision.also_written_by, decision.manager),
+        pinned=pinned,
         target=decision.target,
         target_release=decision.target_release,
         git_image=_last_applied(obj, decision.changes),
@@ -182,7 +199,9 @@ def _exclusion(manager: Manager, labels: Mapping[str, Any], gitops_labels: Seque
     if LABEL_BOOT_IMAGE_WRITER in labels:
         return LabelExclusion(LABEL_BOOT_IMAGE_WRITER, None)
     where = {Manager.GITOPS: " in Git", Manager.EXTERNAL: " (where the policy leaves labels alone)"}.get(manager, "")
-    return LabelExclusion(LABEL_BOOT_IMAGE_WRITER, f"label it {LABEL_BOOT_IMAGE_WRITER}={manager}{where}")
+    # An opted-out MachineSet the MCO writes: the label says what the admin wants, a pinned image.
+    value = "pinned" if manager is Manager.MCO else str(manager)
+    return LabelExclusion(LABEL_BOOT_IMAGE_WRITER, f"label it {LABEL_BOOT_IMAGE_WRITER}={value}{where}")
 
 
 def exclude_from_mco(machine_configuration: Mapping[str, Any] | None, exclusion: LabelExclusion) -> dict[str, Any]:
@@ -225,6 +244,9 @@ def _last_applied(obj: Mapping[str, Any], changes: Sequence[FieldChange]) -> Any
 
 def _other_way(decision: BootImageDecision, obj: Mapping[str, Any]) -> str:
     """The way out that lets the MCO write it (the other writer stops), per writer."""
+    if decision.opted_out and decision.manager is Manager.MCO:
+        return (f"remove annotation {ANNOTATION_BOOT_IMAGE_UPDATES} and let the MCO keep it current "
+                "(what happens anyway while the MCO selects it)")
     if decision.manager is Manager.GITOPS:
         return _ignore_rule(decision, obj)
     if decision.manager is Manager.EXTERNAL:

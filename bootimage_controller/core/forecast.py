@@ -11,7 +11,8 @@ The rules, from a decision, its managers and the upgrade gate:
 - this controller's or the MCO's: it writes now, or once the upgrade completes while ClusterVersion
   is not Completed (both wait: the MCO's `isClusterStable`, reference section 3);
 - a GitOps, Hive or `external` MachineSet the MCO covers too: the MCO writes it (it reads none of
-  those marks), a writer conflict;
+  those marks), a writer conflict; so is an opted-out one (`boot-image-updates: Disabled`, which only
+  this controller reads): the planner gives the MCO's decision, marked `opted_out`;
 - any other GitOps, Hive or `external` MachineSet: written when someone changes its source (Git, the
   hub's MachinePool, the policy); this controller proposes the change.
 """
@@ -163,8 +164,9 @@ class Forecast:
     ) -> Forecast:
         writes = []
         for d in decisions:
-            obj = lookup(d.kind, d.namespace, d.name) if lookup is not None and d.also_written_by else None
-            conflict = writer_conflict(d, obj or {}, machine_configuration, gitops_labels) if d.also_written_by else None
+            two_writers = bool(d.also_written_by) or d.opted_out
+            obj = lookup(d.kind, d.namespace, d.name) if lookup is not None and two_writers else None
+            conflict = writer_conflict(d, obj or {}, machine_configuration, gitops_labels) if two_writers else None
             writes.append(next_write(d, gate, conflict))
         return cls(gate, tuple(writes), {(w.decision.kind, w.decision.namespace, w.decision.name): w for w in writes})
 

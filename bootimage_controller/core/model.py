@@ -247,6 +247,9 @@ class BootImageDecision:
     # Who else will write this boot image (`alsoWrittenBy`: the MCO, for a Hive or GitOps MachineSet
     # it covers; SPEC section 3, writer conflicts).
     also_written_by: tuple[Manager, ...] = ()
+    # Annotated `boot-image-updates: Disabled`, which only this controller reads: the decision is the
+    # MCO's, which writes it all the same (a writer conflict with the admin's pin; SPEC section 4).
+    opted_out: bool = False
     # The cloud says the current image is deprecated: why (`currentDeprecated`; Event, metric).
     current_deprecated: str | None = None
     # The verdict recorded on the MachineSet for the image it boots (SPEC section 3b, `verified`),

@@ -14,7 +14,9 @@ from typing import Any
 
 from ..constants import (
     ANNOTATION_AUTOSCALER_LABELS,
+    ANNOTATION_BOOT_IMAGE_UPDATES,
     ANNOTATION_BOOT_IMAGE_VERIFIED,
+    BOOT_IMAGE_UPDATES_DISABLED,
     CLAIM_HOLDER_NAME,
     CPMS_KIND,
     CPMS_PLATFORMS,
@@ -27,6 +29,7 @@ from ..constants import (
     OS_ID_WINDOWS,
     PROVIDER_KIND_PLATFORM,
     Action,
+    Manager,
     Reason,
 )
 from ..errors import InputError
@@ -156,7 +159,8 @@ class _Planner:
                                           self.enrollment, is_ours=is_our_owner_reference)
         enrolled, why = self.enrollment.covers(self.r)
         if not enrolled:
-            return self.skip(Reason.NOT_ENROLLED, f"{self.r.display} is not enrolled: {why}")
+            skipped = self.skip(Reason.NOT_ENROLLED, f"{self.r.display} is not enrolled: {why}")
+            return self._mco_despite_opt_out(skipped)
         authority = authoritative_api(self.r.raw)
         if self.r.kind == MACHINESET_KIND and authority in NON_AUTHORITATIVE and not self.evidence_only:
             return self.skip(
@@ -175,6 +179,23 @@ class _Planner:
         if self.r.template_labels.get(LABEL_OS_ID) == OS_ID_WINDOWS:
             return self.skip(Reason.WINDOWS, f"{self.r.display} creates Windows machines, which do not boot RHCOS")
         return self._with_stream()
+
+    def _mco_despite_opt_out(self, skipped: BootImageDecision) -> BootImageDecision:
+        """An opted-out MachineSet (`boot-image-updates: Disabled`) the MCO covers: the MCO reads no
+        such annotation (measured beside it at 7ff337a: it wrote one within a minute), so what
+        happens next is the MCO's decision as if the annotation were not there, marked `opted_out`
+        (a writer conflict with the admin's pin, with the fix). Anything else stays `skipped`."""
+        opted_out = self.r.annotations.get(ANNOTATION_BOOT_IMAGE_UPDATES) == BOOT_IMAGE_UPDATES_DISABLED
+        if not opted_out or self.evidence_only or self.manager is None or self.manager.manager is not Manager.MCO:
+            return skipped
+        annotations = {k: v for k, v in self.r.annotations.items() if k != ANNOTATION_BOOT_IMAGE_UPDATES}
+        mco = _Planner(replace(self.r, annotations=annotations), self.golden, self.facts, self.enrollment).decide()
+        if mco.action not in (Action.PATCH, Action.NOOP) or mco.manager is not Manager.MCO:
+            return skipped
+        what = "patches it" if mco.action is Action.PATCH else "keeps it at the golden image"
+        return replace(mco, opted_out=True, message=(
+            f"{self.r.display}: annotation {ANNOTATION_BOOT_IMAGE_UPDATES}={BOOT_IMAGE_UPDATES_DISABLED} opts it out of "
+            f"this controller only; the Machine Config Operator reads no such annotation and {what}: {mco.message}"))
 
     def _with_stream(self) -> BootImageDecision:
         label = self.r.labels.get(LABEL_OSSTREAM)

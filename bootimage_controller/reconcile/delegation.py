@@ -61,9 +61,10 @@ class Delegation:
         `notices.companion_event`); a GitOps or Hive one the MCO writes too is a writer conflict
         (core.conflicts); an MCO-managed one is compared with our target once the MCO says its pass
         is done, and a disagreement that outlasts the grace is reported."""
-        if decision.manager is not Manager.MCO:
+        if decision.manager is not Manager.MCO or decision.opted_out:
+            # (An opted-out MachineSet the MCO writes is a conflict with the admin's pin: said, not timed.)
             self.disagreements.forget(key)
-            mc = self.store.one("machineconfiguration") if decision.also_written_by else None
+            mc = self.store.one("machineconfiguration") if decision.also_written_by or decision.opted_out else None
             return MachineSetState(decision, conflict=writer_conflict(decision, obj, mc, gitops_labels))
         # From the watch as it is now: the parsed inputs are rebuilt on spec changes only.
         mco_pass = McoPass.from_machine_configuration(self.store.one("machineconfiguration"))

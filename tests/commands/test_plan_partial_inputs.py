@@ -59,15 +59,21 @@ def test_broken_providerspec_without_infrastructure_is_an_error_not_not_enrolled
 def test_the_skew_explanation_names_machinesets_opted_out_by_annotation(run: Run, tmp_path: Path) -> None:
     tree = tmp_path / "cluster"
     shutil.copytree(EXAMPLE, tree)
-    victim = sorted(tree.rglob("machinesets/*.yaml"))[0]
-    obj = load_yaml(victim)
-    obj["metadata"].setdefault("annotations", {})["machineconfiguration.openshift.io/boot-image-updates"] = "Disabled"
-    victim.write_text(yaml.safe_dump(obj))
+    # The rhel-10 pool, which the MCO leaves alone; and an x86_64 rhel-9 one, which the MCO writes
+    # all the same (it reads no such annotation: issue 49).
+    names = []
+    for victim in (sorted(tree.rglob("machinesets/*rhel10*.yaml"))[0], sorted(tree.rglob("machinesets/*-us-east-1b.yaml"))[-1]):
+        obj = load_yaml(victim)
+        obj["metadata"].setdefault("annotations", {})["machineconfiguration.openshift.io/boot-image-updates"] = "Disabled"
+        victim.write_text(yaml.safe_dump(obj))
+        names.append(obj["metadata"]["name"])
     result = run("plan", tree)
     assert result.code == 0, result.err
     line = next(line for line in result.out.splitlines() if "skew mode Automatic" in line)
     text = " ".join(result.out[result.out.index(line):].split())
-    assert f"opted out by annotation (judged by their own boot image): openshift-machine-api/{obj['metadata']['name']}" in text
+    assert f"opted out by annotation (judged by their own boot image): openshift-machine-api/{names[0]}" in text
+    assert ("opted out by annotation but written by the Machine Config Operator all the same (it reads no such "
+            f"annotation; see the writer conflict): openshift-machine-api/{names[1]}") in text
 
 
 def test_cloud_verify_without_credentials_does_not_advise_cloud_verify(

@@ -92,6 +92,7 @@ async def test_every_crd_is_established(kube_api: k8s_client.ApiClient) -> None:
         # Cluster API (issue 16)
         "clusters.cluster.x-k8s.io",
         "machinesets.cluster.x-k8s.io",
+        "machines.cluster.x-k8s.io",
         "machinedeployments.cluster.x-k8s.io",
         # the machines cloned from templates (an old template stays while one runs from it)
         "awsmachines.infrastructure.cluster.x-k8s.io",

@@ -3,11 +3,12 @@
 The unmodified controller of openshift/machine-config-operator 7ff337a (../shared/tools/mco, its own
 process and user) and the daemon start at the same moment on a 4.22 AWS cluster installed at 4.12,
 on openshift/api's real CRDs, EC2 served by moto. A plain, a rhel-10, an Argo CD-tracked and a
-handed-over (by `hand-over`), a claimed and a Hive MachineSet; then a golden-data change. At each step
+handed-over (by `hand-over`), a claimed, a Hive and an opted-out MachineSet; then a golden-data change. At each step
 `plan --from-cluster` says who writes what next, and that is what happens:
 - one writer per MachineSet (told apart by managedFields): the MCO the plain, the Argo CD and the Hive
   one (it reads neither mark), the daemon the rhel-10, the handed-over and the claimed one, which the
   MCO never writes;
+- an opted-out one (`boot-image-updates: Disabled`) is the MCO's too, a conflict with the admin's pin;
 - the Argo CD one is a writer conflict: exactly one BootImageWriterConflict naming the MCO and the
   fix; applying the fix (skew to Manual, the label, the MachineConfiguration patch; the operator's
   status as the operator copies it) stops the MCO writing it.
@@ -42,6 +43,8 @@ from kubernetes_asyncio import client as k8s_client
 
 from bootimage_controller.constants import (
     ANNOTATION_ARGOCD_TRACKING_ID,
+    ANNOTATION_BOOT_IMAGE_UPDATES,
+    BOOT_IMAGE_UPDATES_DISABLED,
     CLAIM_HOLDER_NAME,
     LABEL_BOOT_IMAGE_WRITER,
     LABEL_HIVE_MACHINE_POOL,
@@ -115,6 +118,9 @@ async def arrange(api: k8s_client.ApiClient, binary: Path) -> Any:
     await apply(api, machineset_from_fixture(FIXTURE, "argo-pool", annotations={ANNOTATION_ARGOCD_TRACKING_ID: ARGO_ID}))
     await apply(api, machineset_from_fixture(FIXTURE, "handed-pool"))
     await apply(api, machineset_from_fixture(FIXTURE, "hive-pool", labels={LABEL_HIVE_MACHINE_POOL: "worker"}))
+    # Opted out of this controller: the MCO reads no such annotation (issue 49).
+    await apply(api, machineset_from_fixture(FIXTURE, "pinned-pool", annotations={
+        ANNOTATION_BOOT_IMAGE_UPDATES: BOOT_IMAGE_UPDATES_DISABLED}))
     node_disruption = printed(binary, "--print-node-disruption-status")
     await play_operator(api, node_disruption)
     return node_disruption
@@ -129,7 +135,8 @@ def targets(cm: dict[str, Any]) -> dict[str, str]:
     streams = json.loads(cm["data"]["streams"])
     at_ = {s: streams[s]["architectures"]["x86_64"]["images"]["aws"]["regions"]["us-east-1"]["image"] for s in streams}
     return {"mco-pool": at_["rhel-9"], "argo-pool": at_["rhel-9"], "rhel10-pool": at_["rhel-10"],
-            "handed-pool": at_["rhel-9"], "claimed-pool": at_["rhel-9"], "hive-pool": at_["rhel-9"]}
+            "handed-pool": at_["rhel-9"], "claimed-pool": at_["rhel-9"], "hive-pool": at_["rhel-9"],
+            "pinned-pool": at_["rhel-9"]}
 
 
 async def conflicts(api: k8s_client.ApiClient, name: str = "argo-pool") -> list[dict[str, Any]]:
@@ -138,6 +145,7 @@ async def conflicts(api: k8s_client.ApiClient, name: str = "argo-pool") -> list[
 
 
 EXPECTED_NEXT = {"mco-pool": ("mco", "now"), "argo-pool": ("mco", "now"), "hive-pool": ("mco", "now"),
+                 "pinned-pool": ("mco", "now"),
                  "rhel10-pool": (OURS, "now"), "handed-pool": (OURS, "now"), "claimed-pool": (OURS, "now")}
 
 
@@ -169,6 +177,8 @@ async def test_beside_the_real_mco_plan_says_who_writes_what_and_that_is_what_ha
                 assert len(mco) == 1 and OURS not in mco, fleet["mco-pool"]["metadata"]["managedFields"]
                 assert writers(fleet["argo-pool"]) - {creator} == mco, "the MCO writes the Argo CD MachineSet"
                 assert writers(fleet["hive-pool"]) - {creator} == mco, "the MCO writes the Hive MachineSet"
+                assert writers(fleet["pinned-pool"]) - {creator} == mco, "the MCO writes the opted-out MachineSet"
+                assert len(await conflicts(api, "pinned-pool")) == 1, "said as a conflict with the admin's pin"
                 for ours in ("rhel10-pool", "handed-pool", "claimed-pool"):
                     assert writers(fleet[ours]) - {creator} == {OURS}, f"{ours}: never the MCO's"
                 assert len(await conflicts(api, "hive-pool")) == 1

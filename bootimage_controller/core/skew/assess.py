@@ -70,15 +70,18 @@ def assess_skew(
         install_version=install_version,
         previous_status=previous_status_of(mc),
     )
-    opted_out = _opted_out(enrollment, machines)
-    if status.mode is SkewMode.AUTOMATIC and opted_out:
+    opted_out, mco_writes = _opted_out(enrollment, machines)
+    if status.mode is SkewMode.AUTOMATIC and (opted_out or mco_writes):
         # "Every MachineSet is enrolled" speaks of the machinesets manager's mode (openshift/api's
-        # rule for Automatic); say which ones an annotation opts out: they are judged by their own image.
-        status = replace(
-            status,
-            explanation=f"{status.explanation}; opted out by annotation (judged by their own boot image): "
-            + ", ".join(opted_out),
-        )
+        # rule for Automatic); say which ones an annotation opts out: they are judged by their own
+        # image, unless the MCO (which reads no such annotation) writes them all the same.
+        parts = [status.explanation]
+        if opted_out:
+            parts.append("opted out by annotation (judged by their own boot image): " + ", ".join(opted_out))
+        if mco_writes:
+            parts.append("opted out by annotation but written by the Machine Config Operator all the same (it reads "
+                         "no such annotation; see the writer conflict): " + ", ".join(mco_writes))
+        status = replace(status, explanation="; ".join(parts))
     if after_pass is not None:
         status = status.after_pass(
             skipped=after_pass.skipped,
@@ -116,13 +119,14 @@ def skew_evidence(
 
 def _opted_out(
     enrollment: Enrollment, machines: Sequence[tuple[BootImageDecision, Mapping[str, Any] | None]]
-) -> list[str]:
-    """MachineSets a per-object annotation opts out while the manager's mode is All."""
+) -> tuple[list[str], list[str]]:
+    """MachineSets a per-object annotation opts out while the manager's mode is All: those left
+    alone, and those the MCO writes all the same (`BootImageDecision.opted_out`)."""
     if enrollment.machinesets.mode is not SelectionMode.ALL:
-        return []
-    return sorted(
-        f"{d.namespace}/{d.name}" for d, _ in machines if d.kind == MACHINESET_KIND and d.reason == Reason.NOT_ENROLLED
-    )
+        return [], []
+    ours = [d for d, _ in machines if d.kind == MACHINESET_KIND]
+    return (sorted(d.key for d in ours if d.reason == Reason.NOT_ENROLLED),
+            sorted(d.key for d in ours if d.opted_out))
 
 
 # Machine API MachineSets judged by their own boot image although not planned: opted out, owned

@@ -11,13 +11,17 @@ from harness.objects import cluster_version, machineset_from_fixture
 
 from bootimage_controller.constants import (
     ANNOTATION_ARGOCD_TRACKING_ID,
+    ANNOTATION_BOOT_IMAGE_UPDATES,
     ANNOTATION_LAST_APPLIED,
+    BOOT_IMAGE_UPDATES_DISABLED,
     FLUX_LABELS,
     LABEL_BOOT_IMAGE_WRITER,
     LABEL_HIVE_MACHINE_POOL,
     LABEL_OSSTREAM,
     MAX_EVENT_MESSAGE,
+    Action,
     Manager,
+    Reason,
 )
 from bootimage_controller.core.conflicts import exclude_from_mco, writer_conflict
 from bootimage_controller.core.enrollment import Enrollment
@@ -211,3 +215,40 @@ def test_a_hive_pool_names_the_machinepool_field_to_set_on_the_hub() -> None:
     gcp = machineset_from_fixture(FIXTURE_BY_PLATFORM["GCP"])
     gcp["metadata"].setdefault("labels", {})[LABEL_HIVE_MACHINE_POOL] = "worker"
     assert "Hive has no MachinePool boot image field on GCP" in hive_change(decide(gcp, "GCP", None))
+
+
+def _opted_out(ms: dict[str, Any]) -> dict[str, Any]:
+    ms["metadata"].setdefault("annotations", {})[ANNOTATION_BOOT_IMAGE_UPDATES] = BOOT_IMAGE_UPDATES_DISABLED
+    return ms
+
+
+def test_an_opted_out_machineset_the_mco_covers_is_written_by_the_mco_and_said_with_the_fix() -> None:
+    """Issue 49: the MCO reads no opt-out annotation (it wrote one 4.16 -> 4.22 within a minute beside
+    this controller): the forecast is its write, a conflict with the admin's pin, with the way out."""
+    ms = _opted_out(machineset_from_fixture(AWS))
+    d = decide(ms, "AWS", "4.22.0")
+    assert (d.action, d.reason, d.manager, d.opted_out) == (Action.PATCH, Reason.BOOT_IMAGE_OUTDATED, Manager.MCO, True)
+    assert "opts it out of this controller only" in d.message and "reads no such annotation" in d.message
+    forecast = Forecast.build([d], OPEN_GATE, lambda *_: ms, None)
+    write = forecast.of(d)
+    assert (write.writer, write.when, write.label) == (Writer.MCO, When.NOW, "conflict")
+    assert write.to_json() == {"writer": "mco", "when": "now"}
+    conflict = write.conflict
+    assert conflict is not None and conflict.pinned and conflict.writers == (Manager.MCO,)
+    assert "although annotation" in conflict.summary()
+    fixes = conflict.fixes()
+    assert f"{LABEL_BOOT_IMAGE_WRITER}=pinned" in fixes[0] and '"operator":"DoesNotExist"' in fixes[0]
+    assert "nothing writes its boot image from then on" in fixes[0]
+    assert forecast.summary() == "this controller patches 0 now, the MCO 1; 1 writer conflict"
+
+
+def test_an_opted_out_machineset_nobody_else_covers_stays_skipped() -> None:
+    # Without the MCO, or one it skips (a rhel-10 stream label), the annotation is the whole story.
+    for ms, version in ((_opted_out(machineset_from_fixture(AWS)), None),
+                        (_opted_out(machineset_from_fixture(AWS)), "4.22.0")):
+        if version is not None:
+            ms["metadata"].setdefault("labels", {})[LABEL_OSSTREAM] = "rhel-10"
+        d = decide(ms, "AWS", version)
+        assert (d.action, d.reason, d.opted_out) == (Action.SKIP, Reason.NOT_ENROLLED, False)
+        write = Forecast.build([d], OPEN_GATE, lambda *_: ms).of(d)
+        assert (write.writer, write.when) == (Writer.NOBODY, When.NEVER)
