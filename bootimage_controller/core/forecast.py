@@ -10,6 +10,8 @@ The rules, from a decision, its managers and the upgrade gate:
 - nothing to change (noop, skip, error): nobody writes;
 - this controller's or the MCO's: it writes now, or once the upgrade completes while ClusterVersion
   is not Completed (both wait: the MCO's `isClusterStable`, reference section 3);
+- a skip only because the cloud was not asked (an AMI nobody knows offline): `unknown`, with what
+  decides it (`because`) and how to ask;
 - a GitOps, Hive or `external` MachineSet the MCO covers too: the MCO writes it (it reads none of
   those marks), a writer conflict; so is an opted-out one (`boot-image-updates: Disabled`, which only
   this controller reads): the planner gives the MCO's decision, marked `opted_out`;
@@ -47,6 +49,7 @@ class When(StrEnum):
     AFTER_UPGRADE = "after-upgrade"  # ClusterVersion is not Completed: written once it is
     ON_CHANGE = "on-source-change"  # when someone changes Git or the hub's MachinePool
     NEVER = "never"
+    UNKNOWN = "unknown"  # it depends on what only the cloud can tell, and it was not asked (`because`)
 
 
 _WRITER_OF = {Manager.OURS: Writer.OURS, Manager.MCO: Writer.MCO, Manager.GITOPS: Writer.GITOPS,
@@ -85,16 +88,24 @@ class NextWrite:
     writer: Writer
     when: When
     conflict: WriterConflict | None = None
+    because: str | None = None  # with `when: unknown`: what decides it, and how to ask
 
     @property
     def changes(self) -> bool:
+        """Whether the boot image changes (or may: `unknown` is listed with the rest, and says why)."""
         return self.writer is not Writer.NOBODY
+
+    @property
+    def certain(self) -> bool:
+        return self.when is not When.UNKNOWN
 
     @property
     def label(self) -> str:
         """The table's ACTION cell: `patch` only for what this controller writes now."""
         if self.conflict is not None:
             return "conflict"  # two writers, whatever the next write: Git or the MCO puts theirs back
+        if self.when is When.UNKNOWN:
+            return "unknown"  # the cloud decides; Details say what and how to ask
         if self.writer is Writer.NOBODY:
             return str(self.decision.action)
         later = self.when is When.AFTER_UPGRADE
@@ -108,6 +119,9 @@ class NextWrite:
         """Who writes it and when, for Details and Events."""
         d = self.decision
         what = f"{d.current_release or 'unknown release'} -> {d.target_release or 'the golden image'}"
+        if self.when is When.UNKNOWN:
+            who = "the Machine Config Operator" if self.writer is Writer.MCO else "this controller"
+            return f"whether {who} patches it ({what}) depends on {self.because}"
         when = " once the upgrade completes" if self.when is When.AFTER_UPGRADE else " now"
         if self.writer is Writer.OURS:
             return f"this controller patches it{when}: {what}"
@@ -126,10 +140,15 @@ class NextWrite:
         return f"nothing is written: {d.action} {d.reason}"
 
     def to_json(self) -> dict[str, Any]:
-        return {"writer": str(self.writer), "when": str(self.when)}
+        out = {"writer": str(self.writer), "when": str(self.when)}
+        if self.because is not None:
+            out["because"] = self.because
+        return out
 
 
 def next_write(decision: BootImageDecision, gate: UpgradeGate, conflict: WriterConflict | None = None) -> NextWrite:
+    if decision.action is Action.SKIP and decision.ask_cloud is not None:
+        return _depends_on_cloud(decision, conflict)
     if decision.action is not Action.PATCH:
         return NextWrite(decision, Writer.NOBODY, When.NEVER, conflict)
     when = When.NOW if gate.open else When.AFTER_UPGRADE
@@ -139,6 +158,20 @@ def next_write(decision: BootImageDecision, gate: UpgradeGate, conflict: WriterC
     if writer is Writer.OURS:
         return NextWrite(decision, writer, when, conflict)
     return NextWrite(decision, writer, When.ON_CHANGE, conflict)
+
+
+def _depends_on_cloud(decision: BootImageDecision, conflict: WriterConflict | None) -> NextWrite:
+    """A skip only because the cloud was not asked (an AMI neither the golden data nor the bundled
+    index knows): the MCO, or this controller, writes it if the cloud says it is RHCOS. Said as
+    `unknown`, never as a confident `nobody, never` (measured beside the MCO: it asked EC2 and wrote
+    both such AMIs of the run)."""
+    if decision.manager is Manager.MCO or Manager.MCO in decision.also_written_by:
+        writer = Writer.MCO
+    elif decision.manager is Manager.OURS:
+        writer = Writer.OURS
+    else:
+        return NextWrite(decision, Writer.NOBODY, When.NEVER, conflict)  # Git or Hive carries what it carries
+    return NextWrite(decision, writer, When.UNKNOWN, conflict, because=decision.ask_cloud)
 
 
 # (kind, namespace, name) -> the object planned, for what the decision alone does not carry.
@@ -175,7 +208,12 @@ class Forecast:
         return found if found is not None else next_write(decision, self.gate)
 
     def count(self, writer: Writer) -> int:
-        return sum(1 for w in self.writes if w.writer is writer)
+        """The writes `writer` will certainly make (not those the cloud decides: `unknown`)."""
+        return sum(1 for w in self.writes if w.writer is writer and w.certain)
+
+    @property
+    def unknown(self) -> int:
+        return sum(1 for w in self.writes if not w.certain)
 
     @property
     def conflicts(self) -> tuple[WriterConflict, ...]:
@@ -200,6 +238,9 @@ class Forecast:
             parts.append(f"Hive holds {self.count(Writer.HIVE)} (change its MachinePools)")
         if self.count(Writer.EXTERNAL):
             parts.append(f"a policy or other writer holds {self.count(Writer.EXTERNAL)}")
+        if self.unknown:
+            parts.append(f"{self.unknown} depend{'s' if self.unknown == 1 else ''} on what only the cloud can tell "
+                         "(plan --cloud-verify)")
         conflicts = len(self.conflicts)
         if conflicts:
             parts.append(f"{conflicts} writer conflict{'s' if conflicts != 1 else ''}")

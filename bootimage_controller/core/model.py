@@ -250,6 +250,9 @@ class BootImageDecision:
     # Annotated `boot-image-updates: Disabled`, which only this controller reads: the decision is the
     # MCO's, which writes it all the same (a writer conflict with the admin's pin; SPEC section 4).
     opted_out: bool = False
+    # A skip the cloud's answer would turn into a write, when it was not asked: what decides it and
+    # how to ask (`nextWrite` says `when: unknown` with this as `because`; SPEC section 4).
+    ask_cloud: str | None = None
     # The cloud says the current image is deprecated: why (`currentDeprecated`; Event, metric).
     current_deprecated: str | None = None
     # The verdict recorded on the MachineSet for the image it boots (SPEC section 3b, `verified`),

@@ -300,6 +300,7 @@ class _Planner:
             current_release_source=s.current_release_source,
             template=s.template,
             current_deprecated=s.current_deprecated,
+            ask_cloud=s.ask_cloud,
         )
 
     def _compare(self, t: Target) -> BootImageDecision:

@@ -147,7 +147,8 @@ def test_table_of_the_example(run: Run) -> None:
     assert row[1:] == ["MS", "AWS", "aarch64", "rhel-9", "mco", "mco-patch", "BootImageOutdated", "4.16", "4.22",
                        "unverified", "416.94.202405291527-0", golden_stream()["architectures"]["aarch64"]["artifacts"]["aws"]["release"],
                        current_ami, expected_target(name)]
-    assert rows[f"{INFRA}-worker-custom-us-east-1b"][6:8] == ["skip", "UnknownBootImage"]
+    # An AMI nobody knows offline: whether the MCO writes it is EC2's to say (issue 49), not "never".
+    assert rows[f"{INFRA}-worker-custom-us-east-1b"][6:8] == ["unknown", "UnknownBootImage"]
     assert rows[f"{INFRA}-worker-rhel10-us-east-1a"][5:7] == ["bootimage-controller", "patch"]
     # Skips are explained under the table, the summary counts every action, the verdict follows.
     details = result.out.split("Details:")[1]
@@ -155,8 +156,8 @@ def test_table_of_the_example(run: Run) -> None:
     assert f"openshift-machine-api/{INFRA}-worker-custom-us-east-1b: skip UnknownBootImage (manager mco: " in flat
     assert "ami-0a1b2c3d4e5f67890" in details
     summary = " ".join(result.out.split("\nPlan: ")[1].split("\nSkew:")[0].split())
-    assert summary == ("this controller patches 1 now, the MCO 3; 0 up to date, 3 skipped, 0 errors; "
-                       "managed by mco 5, bootimage-controller 2")
+    assert summary == ("this controller patches 1 now, the MCO 3; 1 depends on what only the cloud can tell "
+                       "(plan --cloud-verify); 0 up to date, 3 skipped, 0 errors; managed by mco 5, bootimage-controller 2")
     assert any(line.startswith("Skew: mode Automatic") for line in lines)
 
 
@@ -264,9 +265,12 @@ def test_the_table_json_and_summary_agree_on_who_writes_what(run: Run) -> None:
     plan = run("plan", EXAMPLE, "-o", "json").json()
     writers = {m["name"].removeprefix(f"{INFRA}-"): m["nextWrite"] for m in plan["machineSets"]}
     assert {n for n, w in writers.items() if w["writer"] == "bootimage-controller"} == {"worker-rhel10-us-east-1a"}
-    assert {n for n, w in writers.items() if w["writer"] == "mco"} == {
+    assert {n for n, w in writers.items() if w["writer"] == "mco" and w["when"] == "now"} == {
         "worker-us-east-1a", "worker-us-east-1b", "worker-arm64-us-east-1c"}
-    assert all(w["when"] == "now" for w in writers.values() if w["writer"] != "nobody")
+    # The custom AMI nobody knows offline: the MCO writes it only if EC2 says Red Hat owns it.
+    unknown = writers["worker-custom-us-east-1b"]
+    assert (unknown["writer"], unknown["when"]) == ("mco", "unknown") and "--cloud-verify" in unknown["because"]
+    assert all(w["when"] in ("now", "unknown") for w in writers.values() if w["writer"] != "nobody")
     assert all(m["alsoWrittenBy"] == [] for m in plan["machineSets"])
     out = run("plan", EXAMPLE).out
     table = {line.split()[0]: line.split() for line in out.split("\n\n")[0].splitlines()[1:]}
@@ -278,7 +282,7 @@ def test_the_table_json_and_summary_agree_on_who_writes_what(run: Run) -> None:
     upcoming = out.split("Next writes (this controller's first):\n")[1].split("\n\n")[0]
     named = [line.split(":")[0].strip() for line in upcoming.splitlines() if not line.startswith("    ")]
     assert named[0] == f"openshift-machine-api/{INFRA}-worker-rhel10-us-east-1a"
-    assert len(named) == 4
+    assert len(named) == 5  # the four certain writes and the one the cloud decides
 
 
 def test_with_an_upgrade_in_progress_nothing_is_patched_until_it_completes(run: Run, example_copy: Path) -> None:

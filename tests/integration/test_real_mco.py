@@ -118,6 +118,11 @@ async def arrange(api: k8s_client.ApiClient, binary: Path) -> Any:
     await apply(api, machineset_from_fixture(FIXTURE, "argo-pool", annotations={ANNOTATION_ARGOCD_TRACKING_ID: ARGO_ID}))
     await apply(api, machineset_from_fixture(FIXTURE, "handed-pool"))
     await apply(api, machineset_from_fixture(FIXTURE, "hive-pool", labels={LABEL_HIVE_MACHINE_POOL: "worker"}))
+    # A Red Hat AMI the bundled index does not know (the next release's, in EC2 only): offline, who
+    # writes it is EC2's to say (issue 49); the MCO asks EC2 and moves it back to the golden image.
+    unknown = machineset_from_fixture(FIXTURE, "rh-unknown-pool")
+    unknown["spec"]["template"]["spec"]["providerSpec"]["value"]["ami"]["id"] = NEXT_RHEL9
+    await apply(api, unknown)
     # Opted out of this controller: the MCO reads no such annotation (issue 49).
     await apply(api, machineset_from_fixture(FIXTURE, "pinned-pool", annotations={
         ANNOTATION_BOOT_IMAGE_UPDATES: BOOT_IMAGE_UPDATES_DISABLED}))
@@ -136,7 +141,7 @@ def targets(cm: dict[str, Any]) -> dict[str, str]:
     at_ = {s: streams[s]["architectures"]["x86_64"]["images"]["aws"]["regions"]["us-east-1"]["image"] for s in streams}
     return {"mco-pool": at_["rhel-9"], "argo-pool": at_["rhel-9"], "rhel10-pool": at_["rhel-10"],
             "handed-pool": at_["rhel-9"], "claimed-pool": at_["rhel-9"], "hive-pool": at_["rhel-9"],
-            "pinned-pool": at_["rhel-9"]}
+            "pinned-pool": at_["rhel-9"], "rh-unknown-pool": at_["rhel-9"]}
 
 
 async def conflicts(api: k8s_client.ApiClient, name: str = "argo-pool") -> list[dict[str, Any]]:
@@ -145,7 +150,7 @@ async def conflicts(api: k8s_client.ApiClient, name: str = "argo-pool") -> list[
 
 
 EXPECTED_NEXT = {"mco-pool": ("mco", "now"), "argo-pool": ("mco", "now"), "hive-pool": ("mco", "now"),
-                 "pinned-pool": ("mco", "now"),
+                 "pinned-pool": ("mco", "now"), "rh-unknown-pool": ("mco", "now"),
                  "rhel10-pool": (OURS, "now"), "handed-pool": (OURS, "now"), "claimed-pool": (OURS, "now")}
 
 
@@ -163,7 +168,8 @@ async def test_beside_the_real_mco_plan_says_who_writes_what_and_that_is_what_ha
             "apiVersion": "v1", "kind": "ConfigMap", "name": CLAIM_HOLDER_NAME, "uid": holder["metadata"]["uid"],
             "controller": True, "blockOwnerDeletion": False}]))
         said = await planned(cluster)
-        assert said == EXPECTED_NEXT, said
+        assert said == {**EXPECTED_NEXT, "rh-unknown-pool": ("mco", "unknown")}, said
+        assert (await planned(cluster, "--cloud-verify"))["rh-unknown-pool"] == ("mco", "now")
 
         mco_log = tmp_path / "mco.log"
         with running_real_mco(binary, cluster, moto_with_next_amis, mco_log):
@@ -178,6 +184,7 @@ async def test_beside_the_real_mco_plan_says_who_writes_what_and_that_is_what_ha
                 assert writers(fleet["argo-pool"]) - {creator} == mco, "the MCO writes the Argo CD MachineSet"
                 assert writers(fleet["hive-pool"]) - {creator} == mco, "the MCO writes the Hive MachineSet"
                 assert writers(fleet["pinned-pool"]) - {creator} == mco, "the MCO writes the opted-out MachineSet"
+                assert writers(fleet["rh-unknown-pool"]) - {creator} == mco, "the MCO writes the AMI EC2 says is Red Hat's"
                 assert len(await conflicts(api, "pinned-pool")) == 1, "said as a conflict with the admin's pin"
                 for ours in ("rhel10-pool", "handed-pool", "claimed-pool"):
                     assert writers(fleet[ours]) - {creator} == {OURS}, f"{ours}: never the MCO's"

@@ -155,8 +155,15 @@ def _known_rhcos(ctx: RuleContext, ami_id: str, cloud: CloudImage | None) -> _Kn
     return None
 
 
+# Why an unknown AMI's next write depends on EC2 (MCO main's owner-based rule, which ours follows).
+ASK_EC2_OWNER = (f"whether EC2 says Red Hat ({AWS_RED_HAT_OWNER}) or the AWS Marketplace ({AWS_MARKETPLACE_OWNER}) "
+                 "owns the AMI: the Machine Config Operator and this controller write an AMI they do not know "
+                 "only then")
+
+
 def _not_known(ctx: RuleContext, read: SpecReader, ami: _Ami, cloud: CloudImage | None, target: Target) -> Skip:
     who = f"{ctx.resource.display}: AMI {ami.id} in {ami.region}"
+    ask: str | None = None  # EC2 was asked, or not: set below where it was not
     field = read.path("ami")
     if cloud is not None and cloud.exists and cloud.owner:
         return Skip(
@@ -185,6 +192,7 @@ def _not_known(ctx: RuleContext, read: SpecReader, ami: _Ami, cloud: CloudImage 
         why = "is not a published RHCOS AMI the controller knows, and EC2 gave no owner for it"
     elif ctx.facts.cloud is not None:
         # Cloud verification ran, without AWS credentials: advising to run it would go in circles.
+        ask = ASK_EC2_OWNER + " (this run had no AWS credentials to ask with)"
         why = (
             "is not in the golden data or the bundled index of published RHCOS AMIs, and cloud "
             "verification had no AWS credentials to ask EC2 with (give the aws-cloud-credentials Secret, "
@@ -192,6 +200,7 @@ def _not_known(ctx: RuleContext, read: SpecReader, ami: _Ami, cloud: CloudImage 
             "owns the AMI and set it to the stream's AMI by hand"
         )
     else:
+        ask = ASK_EC2_OWNER + ": run plan --cloud-verify (or give the daemon AWS credentials) to ask"
         why = (
             "is not in the golden data or the bundled index of published RHCOS AMIs; run with cloud "
             "verification (plan --cloud-verify, or AWS credentials for the daemon) so EC2 can tell "
@@ -206,6 +215,7 @@ def _not_known(ctx: RuleContext, read: SpecReader, ami: _Ami, cloud: CloudImage 
         location=ami.region,
         target=target.target,
         target_release=target.target_release,
+        ask_cloud=ask,
     )
 
 

@@ -64,6 +64,9 @@ class Skip:
     location: str | None = None
     template: TemplateWork | None = None
     current_deprecated: str | None = None
+    # What only the cloud can tell, which decides whether this image is written, when it was not
+    # asked (`nextWrite.when: unknown`, `because`).
+    ask_cloud: str | None = None
 
 
 @dataclass(frozen=True)

@@ -250,5 +250,33 @@ def test_an_opted_out_machineset_nobody_else_covers_stays_skipped() -> None:
             ms["metadata"].setdefault("labels", {})[LABEL_OSSTREAM] = "rhel-10"
         d = decide(ms, "AWS", version)
         assert (d.action, d.reason, d.opted_out) == (Action.SKIP, Reason.NOT_ENROLLED, False)
-        write = Forecast.build([d], OPEN_GATE, lambda *_: ms).of(d)
+        write = Forecast.build([d], OPEN_GATE, lambda *_, obj=ms: obj).of(d)
         assert (write.writer, write.when) == (Writer.NOBODY, When.NEVER)
+
+
+def _unknown_ami(ms: dict[str, Any]) -> dict[str, Any]:
+    ms["spec"]["template"]["spec"]["providerSpec"]["value"]["ami"]["id"] = "ami-0a1b2c3d4e5f67890"
+    return ms
+
+
+def test_an_ami_nobody_knows_offline_is_unknown_because_ec2_decides_not_never() -> None:
+    """Issue 49: offline `plan` said `nobody, never` for two Red Hat AMIs outside the bundled index;
+    the MCO asked EC2 and wrote both. The cloud was not asked, so `when` is `unknown`, `because` says
+    what decides it and how to ask; nothing is counted as a certain write."""
+    mco_pool = decide(_unknown_ami(machineset_from_fixture(AWS)), "AWS", "4.22.0")
+    ours = _unknown_ami(machineset_from_fixture(AWS))
+    ours["metadata"].setdefault("labels", {})[LABEL_OSSTREAM] = "rhel-10"
+    ours["metadata"]["name"] += "-rhel10"
+    our_pool = decide(ours, "AWS", "4.22.0")
+    forecast = Forecast.build([mco_pool, our_pool], OPEN_GATE)
+    for d, writer in ((mco_pool, Writer.MCO), (our_pool, Writer.OURS)):
+        assert (d.action, d.reason) == (Action.SKIP, Reason.UNKNOWN_BOOT_IMAGE)
+        write = forecast.of(d)
+        assert (write.writer, write.when, write.label) == (writer, When.UNKNOWN, "unknown")
+        because = write.to_json()["because"]
+        assert "531415883065" in because and "--cloud-verify" in because
+    assert forecast.summary() == ("this controller patches 0 now; 2 depend on what only the cloud can tell "
+                                  "(plan --cloud-verify)")
+    # Without the MCO nor our management (GitOps alone), Git carries what it carries: no guess either way.
+    argo = decide(_argo(_unknown_ami(machineset_from_fixture(AWS))), "AWS", None)
+    assert Forecast.build([argo], OPEN_GATE).of(argo).when is When.NEVER
