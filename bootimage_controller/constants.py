@@ -65,6 +65,9 @@ ANNOTATION_CLONED_FROM_NAME: Final = "cluster.x-k8s.io/cloned-from-name"
 # The labels CAPI puts on a Machine naming its MachineSet and MachineDeployment (boot verification
 # counts a Machine for both; a name over 63 characters is hashed by CAPI, and then only the owner
 # reference finds the MachineSet).
+# The Hive MachinePool field that sets a pool's boot image, per platform, and the key of the
+# MachineSet's boot image value it takes (hive #2935: AWS only).
+HIVE_BOOT_IMAGE_FIELDS: Final = {"AWS": ("spec.platform.aws.amiID", "id")}
 LABEL_CAPI_SET_NAME: Final = "cluster.x-k8s.io/set-name"
 LABEL_CAPI_DEPLOYMENT_NAME: Final = "cluster.x-k8s.io/deployment-name"
 CAPI_MACHINE_KIND: Final = "Machine"

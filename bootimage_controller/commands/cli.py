@@ -674,7 +674,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
     report = plan_output.PlanReport.build(decisions, skew.verdict.to_json(), context, prepared.forecast(decisions))
     if args.write_patched:
         written = plan_output.write_patched(report.decisions, prepared.objects_by_key(), Path(args.write_patched))
-        print(f"wrote {len(written)} patched manifest(s) to {args.write_patched}", file=sys.stderr)
+        others = plan_output.left_to_their_writers(report.decisions)
+        left = f" ({others} left to the MCO, Hive or a policy, which write their own)" if others else ""
+        print(f"wrote {len(written)} patched manifest(s) to {args.write_patched}{left}", file=sys.stderr)
     code = EXIT_SKEW if args.fail_on_skew and report.upgrades_held else EXIT_OK
     downgrade, unknown = _downgrade(args, prepared)
     if downgrade is not None:

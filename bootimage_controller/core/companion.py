@@ -23,6 +23,7 @@ from ..constants import (
     CONDITION_DEGRADED,
     CONDITION_PROGRESSING,
     DEFAULT_DISAGREEMENT_GRACE,
+    HIVE_BOOT_IMAGE_FIELDS,
     MAX_EVENT_MESSAGE,
     Manager,
     SkewMode,
@@ -67,7 +68,6 @@ def proposal_message(decision: BootImageDecision) -> str:
 
 # Hive MachinePool fields that set a pool's boot image, per platform (hive #2935: AWS `amiID`, which
 # wins over Hive's AMI override annotation). Where Hive has none, its pools boot the release's image.
-HIVE_BOOT_IMAGE_FIELDS = {"AWS": ("spec.platform.aws.amiID", "id")}
 
 
 def hive_change(decision: BootImageDecision) -> str:

@@ -265,6 +265,9 @@ class ManagerVerdict:
     # Writers besides `manager` that will change this boot image (the MCO, for a Hive or GitOps
     # MachineSet it covers): a writer conflict.
     also_written_by: tuple[Manager, ...] = ()
+    # Who exactly, where `manager` is a kind of writer: the field manager (`external`), the Hive
+    # MachinePool (`hive`); `plan -o json` names it (SPEC rule 2b: "the decision names it").
+    named: str | None = None
 
 
 OURS_BY_DEFAULT = ManagerVerdict(Manager.OURS, "no other manager covers it")
@@ -294,13 +297,13 @@ def decide_manager(
     pool = obj.labels.get(LABEL_HIVE_MACHINE_POOL)
     if pool is not None:
         return ManagerVerdict(Manager.HIVE, f"Hive MachinePool {pool} (label {LABEL_HIVE_MACHINE_POOL}){ignored}",
-                              also_written_by=also)
+                              also_written_by=also, named=pool)
     gitops = gitops_marker(obj, facts.gitops_labels)
     if gitops is not None:
         return ManagerVerdict(Manager.GITOPS, f"applied from Git ({gitops}){ignored}", also_written_by=also)
     external = external_writer(obj, platform)
     if external is not None:
-        return ManagerVerdict(Manager.EXTERNAL, f"{external}{ignored}", also_written_by=also)
+        return ManagerVerdict(Manager.EXTERNAL, f"{external[1]}{ignored}", also_written_by=also, named=external[0])
     if mco_why is not None:
         return ManagerVerdict(Manager.MCO, mco_why + ignored)
     return ManagerVerdict(Manager.OURS, OURS_BY_DEFAULT.why + ignored) if ignored else OURS_BY_DEFAULT
@@ -346,9 +349,9 @@ def other_writer_entries(entries: Any) -> list[Mapping[str, Any]]:
     return out
 
 
-def external_writer(obj: Managed, platform: str | None) -> str | None:
-    """The sentence naming another writer that keeps the boot image field (see the module's
-    docstring for which field managers count), or None."""
+def external_writer(obj: Managed, platform: str | None) -> tuple[str, str] | None:
+    """(the field manager, a sentence naming it) of another writer that keeps the boot image field
+    (see the module's docstring for which field managers count), or None."""
     raw = getattr(obj, "raw", None)
     spec_path = getattr(obj, "provider_spec_path", None)
     if not is_mapping(raw) or not spec_path:
@@ -360,8 +363,9 @@ def external_writer(obj: Managed, platform: str | None) -> str | None:
         owned = next((k for k in keys if is_mapping(fields) and f"f:{k}" in fields), None)
         if owned is not None:
             operation = "server-side apply" if entry.get("operation") == "Apply" else "update"
-            return (f"kept by field manager {entry.get('manager')} ({operation} of providerSpec.value.{owned}, "
-                    "metadata.managedFields); this controller proposes and never writes it")
+            manager = str(entry.get("manager"))
+            return manager, (f"kept by field manager {manager} ({operation} of providerSpec.value.{owned}, "
+                             "metadata.managedFields); this controller proposes and never writes it")
     return None
 
 

@@ -19,6 +19,7 @@ from ..constants import (
     CPMS_KIND,
     CPMS_PROVIDER_SPEC_PATH,
     CPMS_TEMPLATE_LABELS_PATH,
+    HIVE_BOOT_IMAGE_FIELDS,
     MACHINESET_KIND,
     MACHINESET_PROVIDER_SPEC_PATH,
     MACHINESET_TEMPLATE_LABELS_PATH,
@@ -243,6 +244,7 @@ class BootImageDecision:
     # MCO's controller would manage it but for our claim or the hand-over (manager.ManagerVerdict).
     manager: Manager = Manager.OURS
     manager_why: str = ""
+    manager_named: str | None = None  # the field manager (`external`) or MachinePool (`hive`) it names
     taken_from_mco: bool = False
     # Who else will write this boot image (`alsoWrittenBy`: the MCO, for a Hive or GitOps MachineSet
     # it covers; SPEC section 3, writer conflicts).
@@ -284,7 +286,21 @@ class BootImageDecision:
             "alsoWrittenBy": [str(m) for m in self.also_written_by],
             "currentDeprecated": self.current_deprecated,
             "verified": dict(self.verified) if self.verified is not None else unverified_json(self.current),
+            # Who and why (issue 49: an `external` row named no writer): the sentence, and the
+            # writer it names where the manager is a kind (`fieldManager`, the Hive MachinePool).
+            "managerWhy": self.manager_why,
+            **self._named_writer(),
         }
+
+    def _named_writer(self) -> dict[str, Any]:
+        if self.manager is Manager.EXTERNAL:
+            return {"fieldManager": self.manager_named}
+        if self.manager is Manager.HIVE:
+            field = HIVE_BOOT_IMAGE_FIELDS.get(self.platform or "")
+            value = self.target.get(field[1]) if field is not None and isinstance(self.target, dict) else None
+            return {"hiveMachinePool": {"name": self.manager_named, "field": field[0] if field else None,
+                                        "value": value}}
+        return {}
 
 
 def unverified_json(current: Any) -> dict[str, Any]:

@@ -141,7 +141,7 @@ class _Planner:
         m = self.manager
         if m is None:
             return {}
-        return {"manager": m.manager, "manager_why": m.why, "taken_from_mco": m.taken_from_mco,
+        return {"manager": m.manager, "manager_why": m.why, "manager_named": m.named, "taken_from_mco": m.taken_from_mco,
                 "also_written_by": m.also_written_by}
 
     def skip(self, reason: Reason, message: str) -> BootImageDecision:

@@ -407,11 +407,22 @@ def manifest_filename(decision: BootImageDecision) -> str:
     return "_".join(_UNSAFE_FILE_CHARS.sub("_", p) for p in parts) + ".yaml"
 
 
+# The managers whose patches a manifest carries: ours (applied by hand or by us) and Git's.
+CARRIED_BY_MANIFEST = frozenset({Manager.OURS, Manager.GITOPS})
+
+
+def left_to_their_writers(decisions: Iterable[BootImageDecision]) -> int:
+    """The patches `write_patched` leaves out: their writer (the MCO, Hive, a policy) writes them."""
+    return sum(1 for d in decisions if d.action == Action.PATCH and d.changes and d.manager not in CARRIED_BY_MANIFEST)
+
+
 def write_patched(
     decisions: Iterable[BootImageDecision], objects: Mapping[ObjectKey, Mapping[str, Any]], out_dir: Path
 ) -> list[Path]:
-    """Write `DIR/<namespace>_<name>.yaml` for every `patch` decision; returns the paths written."""
-    patches = [d for d in decisions if d.action == Action.PATCH and d.changes]
+    """Write `DIR/<namespace>_<name>.yaml` for every `patch` decision this controller or Git must
+    carry; returns the paths written. Not for the MCO's, Hive's or a policy's MachineSets: each
+    writes its own, and Hive or the policy would put a manifest applied by hand back (issue 49)."""
+    patches = [d for d in decisions if d.action == Action.PATCH and d.changes and d.manager in CARRIED_BY_MANIFEST]
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

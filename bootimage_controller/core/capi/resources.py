@@ -207,14 +207,15 @@ def is_template_kind(kind: str, group: str) -> bool:
 
 
 def new_template_name(base: str, new_spec: Mapping[str, Any]) -> str:
-    """`<base>-<FNV-1a 32 of the spec's JSON, 8 hex digits>`, as cluster-capi-operator's
-    `GenerateInfraMachineTemplateNameWithSpecHash` names templates and as the MCO names the ones it
-    creates for a CAPI pool (MCO #6447: the base is the MachineSet's or MachineDeployment's name):
-    the same spec gives the same object, whoever creates it, a retry or a second replica included.
+    """`<base>-<FNV-1a 32 of the spec's JSON, 8 hex digits>`, the shape of cluster-capi-operator's
+    `GenerateInfraMachineTemplateNameWithSpecHash` and of the MCO's CAPI path (MCO #6447; the base
+    is the MachineSet's or MachineDeployment's name): the same spec gives the same object, a retry or
+    a second replica included.
 
     The spec (the template's `spec.template.spec`) is hashed as Go marshals an unstructured object:
-    keys sorted, no spaces, `<`, `>` and `&` escaped. A typed Go struct marshals its fields in
-    declaration order instead; the MCO's pull request reads templates unstructured."""
+    keys sorted, no spaces, `<`, `>` and `&` escaped. The peers' hashes differ (typed structs in field
+    order; the MCO's over the whole `spec`), so their names are not ours: docs/capi.md says why
+    that does not matter (the MCO and this controller never write the same pool)."""
     suffix = f"-{fnv1a32(go_json(new_spec)):08x}"
     return f"{base[: MAX_NAME - len(suffix)]}{suffix}"
 

@@ -189,6 +189,9 @@ def test_a_policy_kept_machineset_waits_for_the_policy_or_is_a_conflict_where_th
     forecast = Forecast.build([alone], OPEN_GATE, lambda *_: ms)
     assert (forecast.of(alone).writer, forecast.of(alone).label) == (Writer.EXTERNAL, "propose")
     assert forecast.summary() == "this controller patches 0 now; a policy or other writer holds 1"
+    # The row names the writer (issue 49: it named none), in JSON too.
+    row = alone.to_json()
+    assert row["fieldManager"] == "config-policy-controller" and "config-policy-controller" in row["managerWhy"]
     covered = decide(ms, "AWS", "4.22.0")
     conflict = writer_conflict(covered, ms, None)
     assert conflict is not None and conflict.writers == (Manager.MCO, Manager.EXTERNAL)
@@ -205,6 +208,8 @@ def test_a_hive_pool_names_the_machinepool_field_to_set_on_the_hub() -> None:
     assert alone.manager is Manager.HIVE and alone.action == "patch"
     target = alone.target["id"]
     assert hive_change(alone).startswith(f"set spec.platform.aws.amiID: {target} on the hub")
+    # The MachinePool, its field and the value to set, in JSON too (issue 49).
+    assert alone.to_json()["hiveMachinePool"] == {"name": "worker", "field": "spec.platform.aws.amiID", "value": target}
     forecast = Forecast.build([alone], OPEN_GATE, lambda *_: ms)
     assert f"spec.platform.aws.amiID: {target}" in forecast.of(alone).sentence()
     message = hive_proposal_message(alone)
