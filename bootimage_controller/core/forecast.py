@@ -109,16 +109,19 @@ class NextWrite:
         if self.writer is Writer.NOBODY:
             return str(self.decision.action)
         later = self.when is When.AFTER_UPGRADE
+        back = self.decision.downgrade  # a step back to an older build: said in the cell, not hidden in Details
         if self.writer is Writer.OURS:
-            return "after-upgrade" if later else "patch"
+            return "after-upgrade" if later else "downgrade" if back else "patch"
         if self.writer is Writer.MCO:
-            return "mco-after-upgrade" if later else "mco-patch"
+            return "mco-after-upgrade" if later else "mco-downgrade" if back else "mco-patch"
         return "propose"
 
     def sentence(self) -> str:
         """Who writes it and when, for Details and Events."""
         d = self.decision
         what = f"{d.current_release or 'unknown release'} -> {d.target_release or 'the golden image'}"
+        if d.downgrade:
+            what += " (back to an older build)"
         if self.when is When.UNKNOWN:
             who = "the Machine Config Operator" if self.writer is Writer.MCO else "this controller"
             return f"whether {who} patches it ({what}) depends on {self.because}"
@@ -238,6 +241,9 @@ class Forecast:
             parts.append(f"Hive holds {self.count(Writer.HIVE)} (change its MachinePools)")
         if self.count(Writer.EXTERNAL):
             parts.append(f"a policy or other writer holds {self.count(Writer.EXTERNAL)}")
+        back = sum(1 for w in self.writes if w.decision.downgrade and w.changes and w.certain)
+        if back:
+            parts.append(f"{back} of them back to an older build (downgrade: the golden data is older)")
         if self.unknown:
             parts.append(f"{self.unknown} depend{'s' if self.unknown == 1 else ''} on what only the cloud can tell "
                          "(plan --cloud-verify)")

@@ -255,6 +255,9 @@ class BootImageDecision:
     # A skip the cloud's answer would turn into a write, when it was not asked: what decides it and
     # how to ask (`nextWrite` says `when: unknown` with this as `because`; SPEC section 4).
     ask_cloud: str | None = None
+    # The patch moves the boot image back to an older build (the golden data is older than what it
+    # boots); written all the same (rule 7: equality, never order), and said (`downgrade: true`).
+    downgrade: bool = False
     # The cloud says the current image is deprecated: why (`currentDeprecated`; Event, metric).
     current_deprecated: str | None = None
     # The verdict recorded on the MachineSet for the image it boots (SPEC section 3b, `verified`),
@@ -289,6 +292,7 @@ class BootImageDecision:
             # Who and why (issue 49: an `external` row named no writer): the sentence, and the
             # writer it names where the manager is a kind (`fieldManager`, the Hive MachinePool).
             "managerWhy": self.manager_why,
+            "downgrade": self.downgrade,
             **self._named_writer(),
         }
 

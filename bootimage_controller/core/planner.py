@@ -32,7 +32,7 @@ from ..constants import (
     Manager,
     Reason,
 )
-from ..errors import InputError
+from ..errors import InputError, VersionError
 from .context import ClusterFacts
 from .enrollment import Enrollment
 from .golden import GoldenBootImages
@@ -41,6 +41,7 @@ from .model import BootImageDecision, MachineResource, dotted, get_path, image_l
 from .providers import rules_for_platform
 from .providers._common import release_rhel_major
 from .providers.base import Failure, RuleContext, Skip, Target
+from .skew.versions import parse_rhcos_version
 from .verification import BootVerdict
 
 
@@ -80,6 +81,22 @@ def identify_boot_image(obj: Any, golden: GoldenBootImages, facts: ClusterFacts)
     except InputError as exc:
         return _invalid_object(obj, exc)
     return _Planner(resource, golden, facts, Enrollment.everything(), evidence_only=True).decide()
+
+
+def is_downgrade(current_release: str | None, target_release: str | None) -> bool:
+    """Whether writing `target_release` over `current_release` moves the boot image back: both builds
+    known, of one RHEL major (a stream change is not a step back), the target built earlier. Equality
+    decides a patch, never this order (rule 7); this only says it (SPEC section 4: the MCO moves a
+    newer image back too, `downgrade: true`)."""
+    if not current_release or not target_release:
+        return False
+    try:
+        current, target = parse_rhcos_version(current_release), parse_rhcos_version(target_release)
+    except VersionError:
+        return False
+    if current.rhel_major != target.rhel_major or current.built is None or target.built is None:
+        return False
+    return target.built < current.built
 
 
 def _invalid_object(obj: Any, exc: InputError) -> BootImageDecision:
@@ -324,11 +341,14 @@ class _Planner:
         change = self._major_change(t)
         if change:
             return self.decision(Action.SKIP, Reason.STREAM_CHANGE_REQUIRES_LABEL, change, **extra)
+        back = is_downgrade(t.current_release, t.target_release)
+        note = " (back to an older build: the golden data is older than the image it boots)" if back else ""
         return self.decision(
             Action.PATCH,
             Reason.BOOT_IMAGE_OUTDATED,
-            f"{self.r.display}: boot image {t.current_release or 'unknown release'} -> {t.target_release or 'golden'}",
+            f"{self.r.display}: boot image {t.current_release or 'unknown release'} -> {t.target_release or 'golden'}{note}",
             changes=t.changes,
+            downgrade=back,
             **extra,
         )
 

@@ -26,7 +26,7 @@ ARCH = {"amd64": "x86_64", "arm64": "aarch64"}
 DECISION_KEYS = {
     "namespace", "name", "kind", "platform", "architecture", "stream", "manager", "action", "reason", "message",
     "field", "current", "target", "currentRelease", "targetRelease", "alsoWrittenBy", "nextWrite", "currentDeprecated",
-    "verified", "managerWhy",
+    "verified", "managerWhy", "downgrade",
 }
 SKEW_KEYS = {"mode", "clusterBootImage", "limit", "upgradeable", "reason", "message"}
 

@@ -62,6 +62,12 @@ async def test_the_daemon_runs_one_canary_after_its_write_and_deletes_it_after_a
         assert gpu is not None and gpu["spec"]["template"]["spec"]["providerSpec"]["value"]["ami"]["id"] == AWS_422
         assert canary["spec"]["providerSpec"]["value"]["ami"]["id"] == AWS_422
         await assert_no_machineset_selects(kube_api, canary)
+
+        async def said_started() -> bool:
+            # Events go out in batches: the daemon that made the canary says so before it is killed.
+            return any(e["reason"] == EVENT_CANARY_STARTED for e in await events_for(kube_api, "gpu"))
+
+        await wait_for(said_started, 20, "Event BootImageCanaryStarted")
     finally:
         first.send_signal(signal.SIGKILL)
         first.wait(10)

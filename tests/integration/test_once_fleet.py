@@ -33,8 +33,10 @@ async def create_fleet(api: Any, n: int) -> None:
     gate = asyncio.Semaphore(16)
 
     async def one(i: int) -> None:
+        ms = machineset_from_fixture(AWS_FIXTURE, f"fleet-{i:04d}")
+        ms.pop("status", None)  # one request each, not three (create, read, status): nothing here reads it
         async with gate:
-            await apply(api, machineset_from_fixture(AWS_FIXTURE, f"fleet-{i:04d}"))
+            await apply(api, ms)
 
     await asyncio.gather(*(one(i) for i in range(n)))
 

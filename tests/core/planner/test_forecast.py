@@ -285,3 +285,22 @@ def test_an_ami_nobody_knows_offline_is_unknown_because_ec2_decides_not_never() 
     # Without the MCO nor our management (GitOps alone), Git carries what it carries: no guess either way.
     argo = decide(_argo(_unknown_ami(machineset_from_fixture(AWS))), "AWS", None)
     assert Forecast.build([argo], OPEN_GATE).of(argo).when is When.NEVER
+
+
+def test_a_patch_to_an_older_golden_build_is_a_downgrade_said_in_the_table_json_and_summary() -> None:
+    """SPEC section 4 (issue 49): the MCO moved a newer image back to the older golden one; so would
+    this controller (rule 7 decides by equality). It is written, and said: `downgrade: true`."""
+    from .support import plan
+
+    ms = machineset_from_fixture(AWS)
+    newer = plan(ms).target  # the 4.22 (RHEL 9.8) AMI of the MachineSet's region
+    ms["spec"]["template"]["spec"]["providerSpec"]["value"]["ami"] = newer
+    d = plan(ms, "cm-4.18")  # golden data of 4.18: a RHEL 9.4 build, older
+    assert (d.action, d.downgrade) == (Action.PATCH, True) and "back to an older build" in d.message
+    assert d.to_json()["downgrade"] is True
+    write = Forecast.build([d], OPEN_GATE).of(d)
+    assert write.label == "downgrade" and "(back to an older build)" in write.sentence()
+    assert "1 of them back to an older build" in Forecast.build([d], OPEN_GATE).summary()
+    # The usual direction is no downgrade.
+    up = plan(machineset_from_fixture(AWS))
+    assert (up.action, up.downgrade, up.to_json()["downgrade"]) == (Action.PATCH, False, False)
