@@ -122,6 +122,8 @@ class NextWrite:
         what = f"{d.current_release or 'unknown release'} -> {d.target_release or 'the golden image'}"
         if d.downgrade:
             what += " (back to an older build)"
+        if d.warning:
+            what += f"; warning: {d.warning}"
         if self.when is When.UNKNOWN:
             who = "the Machine Config Operator" if self.writer is Writer.MCO else "this controller"
             return f"whether {who} patches it ({what}) depends on {self.because}"

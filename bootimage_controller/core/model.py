@@ -258,6 +258,9 @@ class BootImageDecision:
     # The patch moves the boot image back to an older build (the golden data is older than what it
     # boots); written all the same (rule 7: equality, never order), and said (`downgrade: true`).
     downgrade: bool = False
+    # What the patch replaces that an administrator may not expect (a customer's Azure gallery
+    # image): in the message, and in every report's sentence of the next write.
+    warning: str | None = None
     # The cloud says the current image is deprecated: why (`currentDeprecated`; Event, metric).
     current_deprecated: str | None = None
     # The verdict recorded on the MachineSet for the image it boots (SPEC section 3b, `verified`),

@@ -343,12 +343,15 @@ class _Planner:
             return self.decision(Action.SKIP, Reason.STREAM_CHANGE_REQUIRES_LABEL, change, **extra)
         back = is_downgrade(t.current_release, t.target_release)
         note = " (back to an older build: the golden data is older than the image it boots)" if back else ""
+        if t.warning:
+            note += f"; warning: {t.warning}"
         return self.decision(
             Action.PATCH,
             Reason.BOOT_IMAGE_OUTDATED,
             f"{self.r.display}: boot image {t.current_release or 'unknown release'} -> {t.target_release or 'golden'}{note}",
             changes=t.changes,
             downgrade=back,
+            warning=t.warning,
             **extra,
         )
 

@@ -20,7 +20,8 @@ change's `old` value is the object exactly as stored. The patch replaces `image`
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ...constants import Platform, Reason
@@ -116,7 +117,7 @@ class AzureRules:
             current_release_source=str(source) if source else None,
             location=location,
         )
-        return verify_target(ctx, Platform.AZURE, target, urn(found))
+        return verify_target(ctx, Platform.AZURE, replace(target, warning=_not_the_installers(image)), urn(found))
 
 
 def _security_type_skip(ctx: RuleContext, read: SpecReader, security_type: str, location: str | None) -> Skip:
@@ -149,6 +150,25 @@ def _read_image(read: SpecReader) -> _Image:
         raise read.error(("image",), "missing")
     fields = {name: read.string("image", name) or "" for name in IMAGE_FIELDS}
     return _Image(raw, fields)
+
+
+# The images the installer uploaded (<= 4.19): `gallery_<infraID>/images/<infraID>[-gen2]/versions/latest`,
+# or a managed image `.../Microsoft.Compute/images/<infraID>[-gen2]` (openshift/installer machines.go).
+_INSTALLER_UPLOAD = re.compile(r"/galleries/gallery_[^/]+/images/[^/]+/versions/latest$|"
+                               r"/providers/Microsoft\.Compute/images/[^/]+$", re.IGNORECASE)
+
+
+def _not_the_installers(image: _Image) -> str | None:
+    """A `resourceID` that is not the installer's upload: a customer's gallery image, replaced all
+    the same (the MCO takes any resourceID for a legacy upload, and so do we, to agree with it).
+    Said as a warning with the fix (issue 49), not decided otherwise."""
+    resource_id = image.get("resourceID")
+    if not resource_id or _INSTALLER_UPLOAD.search(resource_id):
+        return None
+    return (f"image.resourceID {resource_id} is not the installer's upload (gallery_<infraID>/.../versions/latest): "
+            "if it is your own image, it is replaced all the same (the Machine Config Operator takes any "
+            "resourceID for a legacy upload); to keep it, leave the MachineSet out of managedBootImages (a label and "
+            "a Partial machineResourceSelector)")
 
 
 def _variant(image: _Image) -> str | None:

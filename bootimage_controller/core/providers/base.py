@@ -49,6 +49,7 @@ class Target:
     location: str | None = None
     template: TemplateWork | None = None  # vSphere: what to look up / build in vCenter
     current_deprecated: str | None = None  # the cloud says the current image is deprecated: why
+    warning: str | None = None  # what the patch replaces that an administrator may not expect (the message says it)
 
 
 @dataclass(frozen=True)

@@ -181,3 +181,20 @@ def test_malformed_security_profile_names_the_field() -> None:
     _psp(obj)["securityProfile"] = {"settings": "TrustedLaunch"}
     d = plan(obj)
     assert (d.action, d.field) == (Action.ERROR, "spec.template.spec.providerSpec.value.securityProfile.settings")
+
+
+def test_a_gallery_image_that_is_not_the_installers_upload_is_replaced_with_a_warning() -> None:
+    """Issue 49: the MCO takes any resourceID for a legacy upload and replaces a customer's gallery
+    image; so does this controller (to agree with it), and the decision says so with the fix."""
+    from bootimage_controller.core.forecast import OPEN_GATE, Forecast
+
+    installer = plan(machineset(LEGACY))
+    assert installer.action is Action.PATCH and installer.warning is None
+    custom = machineset(LEGACY)
+    image = _psp(custom)["image"]
+    image["resourceID"] = ("/subscriptions/0/resourceGroups/team/providers/Microsoft.Compute/galleries/team_gallery/"
+                           "images/hardened-gen2/versions/1.0.0")
+    d = plan(custom)
+    assert d.action is Action.PATCH and d.warning is not None and "not the installer's upload" in d.warning
+    assert "warning: image.resourceID" in d.message and "Partial machineResourceSelector" in d.message
+    assert "not the installer's upload" in Forecast.build([d], OPEN_GATE).of(d).sentence()
