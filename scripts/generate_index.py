@@ -18,7 +18,9 @@ It also records, per OpenShift release and OS stream (`release-streams`, for `fl
 NodePools), which platform images each architecture has: `{"4.22": {"rhel-10": {"x86_64": {"aws":
 {region: AMI}, "gcp": name, "azure": true}}}}`. The release comes from the file name, the stream from
 its builds' RHEL major (`rhel-9`, `rhel-10`); a later file of the same release and stream wins (the
-`installer-release-4.16` file over the 4.16 GA one); marketplace overlays set `azure`.
+`installer-release-4.16` file over the 4.16 GA one); marketplace overlays set `azure`. A GA file
+(`installer-4.16-<build>-rhcos.json`) is also recorded under its `.0` release (`4.16.0`): the only
+z-release whose own images the data knows exactly.
 
 Output is deterministic (sorted keys, fixed indentation, trailing newline). The same key with two
 different releases in two files is an error: the index would otherwise depend on file order.
@@ -95,6 +97,10 @@ def _azure_entries(azure: Mapping[str, Any], base: str) -> Iterator[tuple[str, s
 # The OpenShift release a stream file ships with, from its name (`installer-release-4.19-rhcos.json`,
 # `installer-4.16-<build>-rhcos.json`); `openshift-installer-main-...` names none.
 _RELEASE_IN_NAME = re.compile(r"^installer-(?:release-)?(\d+)\.(\d+)-")
+
+
+# `installer-4.16-<build>-rhcos.json`: the installer's data at the minor's GA (not a release branch tip).
+_GA_FILE = re.compile(r"^installer-\d+\.\d+-\d")
 
 
 def _release_of_file(name: str) -> tuple[int, int] | None:
@@ -174,6 +180,10 @@ def release_streams(stream_dir: Path) -> dict[str, dict[str, dict[str, dict[str,
                 entry["azure"] = True
             archs[arch] = entry
         out.setdefault(release, {})[stream] = archs
+        if _GA_FILE.match(path.name):
+            # What the minor's installer shipped at GA is what its `.0` release boots: the one
+            # z-release whose own images are known exactly (Hive spokes are judged by their release).
+            out.setdefault(f"{release}.0", {})[stream] = archs
     for release, stream, doc in overlays:
         for arch, node in doc.items():
             if _obj(node).get("azure") and arch in out.get(release, {}).get(stream, {}):

@@ -7,6 +7,11 @@ back). A MachinePool whose `amiID` is not the golden image of its ClusterDeploym
 the spoke's pool on an old boot image: the row says so, with the value to set. A MachinePool without
 `amiID` boots its release's image (Hive's default), which is current by construction.
 
+A spoke is judged by its own release's image (issue 49), known exactly for `.0` releases the bundled
+data has the GA installer data of, or with `--bootimages`; otherwise by its minor's newest build only
+where that cannot mislead (an amiID of an older minor is outdated whatever its z-release shipped),
+else `skip ReleaseBootImageUnknown`.
+
 Where the sources are silent (written down here and in docs/install.md): the release is the spoke's
 current version, Hive's `hive.openshift.io/version-major-minor-patch` label, else the
 ClusterDeployment's `status.installVersion`; the stream is the release's default; the architecture
@@ -21,13 +26,17 @@ from datetime import datetime
 from typing import Any
 
 from ..constants import LABEL_HIVE_VERSION, MACHINE_POOL_KIND, Action, Reason
+from ..errors import VersionError
 from .fleet import ClusterRow, PoolRow, age_days
 from .hypershift import PlatformImageCatalog, default_stream
 from .index import PublishedImageIndex
 from .model import get_path
+from .planner import is_downgrade
+from .skew.versions import OcpVersion
 
 REASON_RELEASE_IMAGE = "BootsReleaseImage"
 REASON_AMI_ID_OUTDATED = "AmiIdOutdated"
+REASON_RELEASE_IMAGE_UNKNOWN = "ReleaseBootImageUnknown"  # which image the spoke's own release shipped
 # AWS Graviton instance families: a `g` after the generation digit (m7g, c6gn, r8g, t4g, im4gn...).
 _GRAVITON = re.compile(r"^[a-z]+\d+g[a-z]*\.", re.ASCII)
 
@@ -71,12 +80,18 @@ def machine_pool_row(
     arch = "aarch64" if _GRAVITON.match(instance) else "x86_64"
     stream = default_stream(release)
     region = _str(get_path(cd, ("spec", "platform", "aws", "region")))
-    found = catalog.find(release, stream, arch, "AWS", region) if aws is not None else None
+    exact = catalog.knows_exactly(release)
+    found = catalog.find(release, stream, arch, "AWS", region, exact=exact) if aws is not None else None
     target = found.image if found is not None else None
     current_build = index.aws_release(ami_id) if ami_id else None
     target_build = index.aws_release(target) if target else None
     action, reason, message = _verdict(aws is not None, ami_id, target, found.unknown or found.missing if found else None,
                                        current_build)
+    if action == str(Action.PATCH) and is_downgrade(current_build, target_build):
+        action, reason, message = str(Action.NOOP), str(Reason.UP_TO_DATE), (
+            f"amiID {ami_id} ({current_build}) is newer than its release's golden image {target} ({target_build})")
+    elif action == str(Action.PATCH) and not exact:
+        action, reason, message = _judged_by_minor(release, current_build, target_build, target, index, message)
     return PoolRow(
         namespace=str(get_path(pool, ("metadata", "namespace")) or ""),
         name=str(get_path(pool, ("metadata", "name")) or ""),
@@ -114,6 +129,35 @@ def _verdict(on_aws: bool, ami_id: str | None, target: str | None, why_none: str
     return str(Action.PATCH), REASON_AMI_ID_OUTDATED, (
         f"amiID {ami_id} ({current_build}) is not its release's golden image {target}: the spoke's pool stays on it; "
         f"set spec.platform.aws.amiID: {target}")
+
+
+def _judged_by_minor(release: str | None, current_build: str | None, target_build: str | None, target: str | None,
+                     index: PublishedImageIndex, message: str) -> tuple[str, str, str]:
+    """A patch judged against the newest build of the spoke's minor, which its own z-release may not
+    have shipped (issue 49: a 4.16.3 spoke, from July 2024, was flagged against an October 2025
+    build). It stands only where any build of that minor is newer: an amiID of an older minor. Else
+    the spoke's own release decides, and the bundled data does not know its images."""
+    current_minor = index.openshift_release(current_build) if current_build else None
+    if current_minor is not None and _older_minor(current_minor, release):
+        return str(Action.PATCH), REASON_AMI_ID_OUTDATED, (
+            f"{message} ({target_build or target} is the newest {_minor_of(release)} build the bundled data knows; "
+            f"{release} may have shipped an earlier one: its own coreos-bootimages ConfigMap names it)")
+    return str(Action.SKIP), REASON_RELEASE_IMAGE_UNKNOWN, (
+        f"the bundled data does not know which boot image OpenShift {release} shipped (only its minor's newest, "
+        f"{target_build or target}, and the .0 releases of some minors); compare amiID with the spoke's "
+        "coreos-bootimages ConfigMap, or pass --bootimages with it")
+
+
+def _older_minor(minor: str, release: str | None) -> bool:
+    try:
+        return OcpVersion.parse(minor) < OcpVersion.parse(_minor_of(release) or "")
+    except VersionError:
+        return False
+
+
+def _minor_of(release: str | None) -> str | None:
+    parts = (release or "").split(".")
+    return ".".join(parts[:2]) if len(parts) >= 2 else None
 
 
 def _release(cd: Mapping[str, Any]) -> str | None:

@@ -58,9 +58,20 @@ class PlatformImageCatalog:
         having = [r for r, streams in self._releases.items() if stream in streams and _minor(r) is not None]
         return max(having, key=lambda r: OcpVersion.parse(r)) if having else None
 
-    def find(self, release: str | None, stream: str, arch: str, platform: str, region: str | None) -> PlatformImage:
+    def knows_exactly(self, release: str | None) -> bool:
+        """Whether the images of `release` itself (`4.16.0`, not only its minor's newest build) are
+        known: `--bootimages` is taken to be the release's own; the bundled data knows `.0`s."""
+        return self._override is not None or (release is not None and release in self._releases)
+
+    def find(self, release: str | None, stream: str, arch: str, platform: str, region: str | None,
+             *, exact: bool = False) -> PlatformImage:
+        """The image of `stream`/`arch` on `platform` that `release` ships. By default the newest
+        build of its minor the data knows (HyperShift NodePools follow their minor's newest);
+        `exact`: the release's own images, from data keyed by the whole release."""
         if self._override is not None:
             streams, where = self._override, self._override_source
+        elif exact and release in self._releases:
+            streams, where = self._releases[str(release)], f"OpenShift {release}"
         else:
             minor = _minor(release)
             if minor is None:

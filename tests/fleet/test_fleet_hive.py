@@ -51,6 +51,14 @@ def test_a_hub_lists_machinepools_whose_ami_id_is_not_their_releases(tmp_path: P
         machine_pool("spoke-a", "arm", AWS_416_EAST1, instance="m7g.large"),
         cluster_deployment("spoke-b", "4.16.3"),
         machine_pool("spoke-b", "worker", _catalog_ami("4.16", "us-east-1")),
+        # 4.16.3 (July 2024) on the 4.16 GA image: 4.16's newest build (October 2025) is not its
+        # release's, and which one 4.16.3 shipped is not in the bundled data (issue 49).
+        cluster_deployment("spoke-c", "4.16.3"),
+        machine_pool("spoke-c", "worker", AWS_416_EAST1),
+        # 4.16.0's own images are known (the GA installer data): judged exactly.
+        cluster_deployment("spoke-d", "4.16.0"),
+        machine_pool("spoke-d", "worker", AWS_416_EAST1),
+        machine_pool("spoke-d", "newer", _catalog_ami("4.16", "us-east-1")),
     ]
     for i, obj in enumerate(objs):
         (hub / f"{i}.yaml").parent.mkdir(parents=True, exist_ok=True)
@@ -72,3 +80,19 @@ def test_a_hub_lists_machinepools_whose_ami_id_is_not_their_releases(tmp_path: P
     # Still at 4.16, its amiID the 4.16 golden image: nothing to change.
     b = rows["spoke-b/spoke-b"]
     assert (b["status"], b["pools"][0]["action"]) == ("ok", "noop")
+    (c,) = rows["spoke-c/spoke-c"]["pools"]
+    assert (c["action"], c["reason"]) == ("skip", "ReleaseBootImageUnknown"), c
+    d = {p["name"]: p for p in rows["spoke-d/spoke-d"]["pools"]}
+    assert (d["spoke-d-worker"]["action"], d["spoke-d-worker"]["reason"]) == ("noop", "UpToDate")
+    # A later 4.16 build than 4.16.0's own: newer, never flagged to go back.
+    assert (d["spoke-d-newer"]["action"], d["spoke-d-newer"]["reason"]) == ("noop", "UpToDate"), d["spoke-d-newer"]
+    # An older minor's image on a 4.22.1 spoke stays outdated whatever 4.22.1 shipped, and says so.
+    from datetime import UTC, datetime
+
+    from bootimage_controller.core.hive import machine_pool_row
+    from bootimage_controller.core.hypershift import PlatformImageCatalog
+
+    index = PublishedImageIndex.bundled()
+    row = machine_pool_row(machine_pool("spoke-a", "pinned-old", AWS_416_EAST1), cluster_deployment("spoke-a", "4.22.1"),
+                           "4.22.1", PlatformImageCatalog(index.release_streams), index, datetime.now(UTC))
+    assert row.reason == "AmiIdOutdated" and "4.22.1 may have shipped an earlier one" in row.message

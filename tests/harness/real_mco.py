@@ -91,10 +91,11 @@ def operator_status(mc: dict[str, Any], node_disruption: Any, install_version: s
 
 
 @contextlib.contextmanager
-def running_real_mco(binary: Path, cluster: TestCluster, ec2_url: str, log_path: Path) -> Iterator[subprocess.Popen[bytes]]:
+def running_real_mco(binary: Path, cluster: TestCluster, ec2_url: str, log_path: Path,
+                     resync: str = "20s") -> Iterator[subprocess.Popen[bytes]]:
     """The controller as its own process and user, EC2 served by moto through its loopback redirect."""
     argv = [str(binary), "--kubeconfig", str(cluster.kubeconfig_for(MCO_USER)), "--aws-ec2-redirect", ec2_url,
-            "--resync", "20s", "-v", "2"]
+            "--resync", resync, "-v", "2"]
     with log_path.open("wb") as log:
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
     try:

@@ -5,7 +5,7 @@ the MachineSet kinds a real cluster holds; `plan --from-cluster` says, per Machi
 boot image next and to what; then the unmodified MCO controller (../shared/tools/mco, its own user)
 and the daemon run together, and the test checks, per MachineSet, that `nextWrite.writer` is who wrote
 the boot image (managedFields) and `target` the image it ended at; `nobody` means nobody wrote it for
-longer than the MCO's resync. Neither platform's rules ask the cloud, so the offline plan must be
+longer than one MCO resync. Neither platform's rules ask the cloud, so the offline plan must be
 right. Skipped, with the reason printed, where ../shared is absent.
 """
 
@@ -55,6 +55,7 @@ from .test_coexistence import INSTALLED_412, creator_of
 pytestmark = pytest.mark.integration
 
 OURS = "bootimage-controller"
+RESYNC = 5  # seconds: the MCO's resync here (its default is 20 minutes), what "nobody wrote it" waits out
 MC_PATH = "/apis/operator.openshift.io/v1/machineconfigurations/cluster"
 WINDOWS = {"spec": {"template": {"metadata": {"labels": {"machine.openshift.io/os-id": "Windows"}}}}}
 OWNER = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "pool-owner", "namespace": MAPI_NAMESPACE}}
@@ -168,10 +169,10 @@ async def test_the_forecast_is_what_the_real_mco_and_the_daemon_do(
             return all(_same_image(get_path(fleet[n], parse_dotted(rows[n]["field"])), rows[n]["target"])
                        for n, (_, (writer, _w)) in kinds.items() if writer != "nobody")
 
-        with running_real_mco(binary, cluster, "http://127.0.0.1:9", tmp_path / "mco.log"):
+        with running_real_mco(binary, cluster, "http://127.0.0.1:9", tmp_path / "mco.log", resync=f"{RESYNC}s"):
             async with daemon_task(cluster.kubeconfig):
                 await wait_for(at_targets, 60, f"every {platform} MachineSet a writer was named for at its target")
-                await asyncio.sleep(22)  # longer than the MCO's resync (20 s): it would have written the rest
+                await asyncio.sleep(RESYNC + 3)  # past a resync of the MCO's: it would have written the rest
                 fleet = await list_machinesets(api)
         mco_names = set().union(*(wrote_boot_image(fleet[n], creator) for n, (_, (w, _)) in kinds.items() if w == "mco"))
         assert len(mco_names) == 1 and OURS not in mco_names, (mco_names, (tmp_path / "mco.log").read_text()[-2000:])
