@@ -314,3 +314,24 @@ def test_fleet_reads_the_same_next_writes_as_plan(run: Run, example_copy: Path) 
         for m in plan["machineSets"]:
             assert (pools[m["name"]]["nextWrite"], pools[m["name"]]["alsoWrittenBy"]) == (m["nextWrite"], m["alsoWrittenBy"])
     assert plan["gate"]["open"] is False
+
+
+def test_an_opted_out_machineset_is_said_to_be_the_mcos_with_the_fix(run: Run) -> None:
+    """examples/pinned-machineset.yaml beside the example (issue 49): the annotation opts it out of this
+    controller only; the MCO, which covers it, patches it. The summary and "Next writes" say so, with
+    the way to keep the image pinned."""
+    result = run("plan", EXAMPLE, ROOT / "examples" / "pinned-machineset.yaml")
+    assert result.code == 0, result.err
+    name = f"{INFRA}-worker-pinned-us-east-1a"
+    row = next(line.split() for line in result.out.splitlines() if line.startswith(name))
+    assert row[5:8] == ["mco", "conflict", "BootImageOutdated"]
+    summary = " ".join(result.out.split("\nPlan: ")[1].split("\nSkew:")[0].split())
+    assert summary.startswith("this controller patches 1 now, the MCO 4;") and "1 writer conflict" in summary
+    upcoming = " ".join(result.out.split("Next writes (this controller's first):\n")[1].split("\n\n")[0].split())
+    said = upcoming.split(f"openshift-machine-api/{name}:")[1]
+    assert said.startswith(" the Machine Config Operator patches it now")
+    assert "although annotation machineconfiguration.openshift.io/boot-image-updates=Disabled opts it out" in said
+    assert "label it machineconfiguration.openshift.io/boot-image-writer=pinned" in said
+    doc = run("plan", EXAMPLE, ROOT / "examples" / "pinned-machineset.yaml", "-o", "json").json()
+    pinned = next(m for m in doc["machineSets"] if m["name"] == name)
+    assert pinned["nextWrite"] == {"writer": "mco", "when": "now"} and "opts it out of this controller only" in pinned["message"]
