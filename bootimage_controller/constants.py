@@ -67,6 +67,9 @@ ANNOTATION_CLONED_FROM_NAME: Final = "cluster.x-k8s.io/cloned-from-name"
 # reference finds the MachineSet).
 # The Hive MachinePool field that sets a pool's boot image, per platform, and the key of the
 # MachineSet's boot image value it takes (hive #2935: AWS only).
+# The reason of a reconcile that got no answer from the API server once its retries ran out (the
+# `reason` label of bootimage_controller_reconcile_errors_total, and the log line's).
+RECONCILE_REASON_UNREACHABLE: Final = "APIServerUnreachable"
 HIVE_BOOT_IMAGE_FIELDS: Final = {"AWS": ("spec.platform.aws.amiID", "id")}
 LABEL_CAPI_SET_NAME: Final = "cluster.x-k8s.io/set-name"
 LABEL_CAPI_DEPLOYMENT_NAME: Final = "cluster.x-k8s.io/deployment-name"

@@ -16,8 +16,10 @@ from typing import Protocol
 import structlog
 
 from .. import observability as obs
+from ..constants import RECONCILE_REASON_UNREACHABLE
 from ..kube.api_errors import ApiError
 from ..kube.fence import NotLeader
+from ..kube.retry import CONNECTION_ERRORS, describe
 from ..kube.workqueue import DONE, ReconcileResult
 from .keys import CLAIMS_KEY, STATUS_KEY, machine_key, split_key
 from .state import MachineOutcome
@@ -90,6 +92,11 @@ class Loop:
         except ApiError as exc:
             result = ReconcileResult(error=f"{exc.what}: {exc.describe()}", reason=exc.reason or f"HTTP{exc.status}",
                                      permanent=exc.permanent)
+        except CONNECTION_ERRORS as exc:
+            # No answer at all once `api_call` gave up (the server went away, a reset mid-read): the
+            # key's failure, retried with its backoff, said in one line. Not a bug, so no traceback
+            # from the workqueue, and `run --once` counts it as a failed reconcile (issue 46).
+            result = ReconcileResult.transient(RECONCILE_REASON_UNREACHABLE, f"no answer from the API server: {describe(exc)}")
         if result.error is not None:
             obs.RECONCILE_ERRORS.labels(reason=result.reason or "Unknown").inc()
         return result

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from bootimage_controller.constants import MACHINESET_KIND, Action, Reason
 from bootimage_controller.core.model import BootImageDecision
 from bootimage_controller.kube.api_errors import Forbidden, ServerError
@@ -117,3 +119,25 @@ def test_enqueue_all_asks_for_every_machine_then_status_and_claims() -> None:
     assert list(sink.keys) == [f"{MACHINESET_KIND}/ns/a", f"{MACHINESET_KIND}/ns/b", STATUS_KEY, CLAIMS_KEY]
     sink.add_after("later", 5.0)  # --once does not wait: a delayed key is not part of the pass
     assert "later" not in sink.keys
+
+
+async def test_no_answer_from_the_api_server_is_a_transient_failure_not_a_traceback() -> None:
+    """Issue 46: a connection error that outlasted `api_call`'s retries (the server went away) escaped
+    `Loop.reconcile`; the workqueue logged it as a bug with a traceback, and `run --once` did not
+    count it. It is the key's transient failure, with the reason and the error in words."""
+    import aiohttp
+
+    async def disconnected(_key: str) -> MachineOutcome:
+        raise aiohttp.ServerDisconnectedError("Server disconnected")
+
+    loop, _ = loop_with(KeyList(), disconnected)
+    result = await loop.reconcile(MS_KEY)
+    assert (result.reason, result.permanent) == ("APIServerUnreachable", False)
+    assert result.error == "no answer from the API server: ServerDisconnectedError: Server disconnected"
+
+    async def bug(_key: str) -> MachineOutcome:
+        raise KeyError("not a request failure")
+
+    loop, _ = loop_with(KeyList(), bug)
+    with pytest.raises(KeyError):  # a bug is still a bug: the workqueue logs it with its traceback
+        await loop.reconcile(MS_KEY)
