@@ -175,6 +175,10 @@ class OnceResult:
     counters: Counters
     converged: int  # MachineSets at their target afterwards
     first_patch_seconds: float | None = None  # command start to the first MachineSet at its target
+    # From the exit log's `events flushed` line: Events folded into the summary, and dropped (must be
+    # 0: every BootImageUpdated written or folded, issue 13; the integration test runs 400).
+    events_folded: int | None = None
+    events_dropped: int | None = None
 
 
 @dataclass(frozen=True)
@@ -551,7 +555,21 @@ async def run_once(
         counters=Counters.from_dump(doc),
         converged=await converged_count(api, decisions),
         first_patch_seconds=observer.first_at - started if observer.first_at is not None else None,
+        **events_flushed(workdir / "once.log"),
     )
+
+
+def events_flushed(log: Path) -> dict[str, int | None]:
+    """`events_folded` and `events_dropped` from the last `events flushed` line of a JSON log."""
+    found: dict[str, int | None] = {"events_folded": None, "events_dropped": None}
+    for line in log.read_text(errors="replace").splitlines() if log.is_file() else ():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(entry, dict) and entry.get("event") == "events flushed":
+            found = {"events_folded": entry.get("folded_into_summaries"), "events_dropped": entry.get("dropped")}
+    return found
 
 
 async def run_continuous(

@@ -143,9 +143,10 @@ def size_figures(r: SizeResult) -> list[Figure]:
             f"{once.converged}/{n} at target after {once.converge_seconds:.2f} s, exit after "
             f"{once.command_seconds:.2f} s, events written ({once.wall_seconds:.2f} s with interpreter start-up), "
             f"{once.counters.count()} API requests "
-            f"{_verbs(once.counters)}",
-            f"exit 0 and {n}/{n}",
-            once.exit_code == 0 and once.converged == n,
+            f"{_verbs(once.counters)}; Events: {once.events_folded} folded into the summary, "
+            f"{once.events_dropped} dropped",
+            f"exit 0, {n}/{n}, 0 Events dropped",
+            once.exit_code == 0 and once.converged == n and once.events_dropped == 0,
         ),
         Figure(f"{p} run --once / baseline", _ratios(once_ratio, [x.once_ratio for x in r.rounds]), f"<= {RATIO_GOAL}", once_ratio <= RATIO_GOAL),
         Figure(

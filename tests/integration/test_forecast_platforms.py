@@ -109,12 +109,6 @@ def _kinds(platform: str, owner_uid: str = "") -> dict[str, tuple[dict[str, Any]
     return kinds
 
 
-def wrote_boot_image(obj: dict[str, Any], creator: str) -> set[str]:
-    """The field managers that wrote the providerSpec (the test's own creation aside)."""
-    return {e["manager"] for e in obj["metadata"].get("managedFields", [])
-            if '"f:providerSpec"' in json.dumps(e.get("fieldsV1"))} - {creator}
-
-
 def _same_image(live: Any, target: Any) -> bool:
     """Equal as the typed structs read them: an empty string and a missing key are the same."""
     if isinstance(live, dict) and isinstance(target, dict):
@@ -162,27 +156,99 @@ async def test_the_forecast_is_what_the_real_mco_and_the_daemon_do(
             assert "is not the installer's upload" in rows["customer-gallery"]["message"]
             assert "warning" not in rows["plain"]["message"], "the installer's own upload is no surprise"
         creator = creator_of(api)
+        mco_log = tmp_path / "mco.log"
         before = await list_machinesets(api)
-
-        async def at_targets() -> bool:
-            fleet = await list_machinesets(api)
-            return all(_same_image(get_path(fleet[n], parse_dotted(rows[n]["field"])), rows[n]["target"])
-                       for n, (_, (writer, _w)) in kinds.items() if writer != "nobody")
-
-        with running_real_mco(binary, cluster, "http://127.0.0.1:9", tmp_path / "mco.log", resync=f"{RESYNC}s"):
+        with running_real_mco(binary, cluster, "http://127.0.0.1:9", mco_log, resync=f"{RESYNC}s"):
             async with daemon_task(cluster.kubeconfig):
-                await wait_for(at_targets, 60, f"every {platform} MachineSet a writer was named for at its target")
-                await asyncio.sleep(RESYNC + 3)  # past a resync of the MCO's: it would have written the rest
-                fleet = await list_machinesets(api)
-        mco_names = set().union(*(wrote_boot_image(fleet[n], creator) for n, (_, (w, _)) in kinds.items() if w == "mco"))
-        assert len(mco_names) == 1 and OURS not in mco_names, (mco_names, (tmp_path / "mco.log").read_text()[-2000:])
-        who = {"mco": mco_names, OURS: {OURS}, "nobody": set()}
-        for name, (_, (writer, _when)) in kinds.items():
-            assert wrote_boot_image(fleet[name], creator) == who[writer], f"{platform} {name}: planned {writer}"
-            if writer == "nobody":
-                assert get_path(fleet[name], ("spec", "template", "spec", "providerSpec")) == get_path(
-                    before[name], ("spec", "template", "spec", "providerSpec")), f"{name}: nobody was to write it"
-            else:
-                live = get_path(fleet[name], parse_dotted(rows[name]["field"]))
-                assert _same_image(live, rows[name]["target"]), f"{name}: {live} is not the planned target"
+                written = await _happens_as_said(api, rows, said, creator, platform, since=before)
+                mco_name = written["mco"]
+                assert len(mco_name) == 1 and OURS not in mco_name, (mco_name, mco_log.read_text()[-2000:])
+
+                # A golden change, planned with --bootimages before it lands, while an upgrade is in
+                # progress: both controllers wait (`after-upgrade`); once it completes they write.
+                upcoming = next_golden(platform)
+                planned_file = tmp_path / "next-coreos-bootimages.json"
+                planned_file.write_text(json.dumps(upcoming))
+                ahead = {m["name"]: m for m in (await plan_from_cluster(cluster, "--bootimages", str(planned_file)))[
+                    "machineSets"]}
+                await apply(api, cluster_version((("4.23.0", "Partial"), *INSTALLED_412)))
+                # Both controllers read the ClusterVersion from their caches: let the watch event
+                # reach them before the golden data does (else the MCO may act on it first; it did once).
+                await asyncio.sleep(2)
+                await apply(api, upcoming)
+                during_rows = {m["name"]: m for m in (await plan_from_cluster(cluster))["machineSets"]}
+                during = {name: row["nextWrite"] for name, row in during_rows.items()}
+                held = {name: (ahead[name]["nextWrite"]["writer"], "after-upgrade") if ahead[name]["nextWrite"][
+                    "writer"] != "nobody" else ("nobody", "never") for name in kinds}
+                assert {name: (during[name]["writer"], during[name]["when"]) for name in kinds} == held, {
+                    name: (during_rows[name]["reason"], during_rows[name]["message"]) for name in kinds}
+                still = await list_machinesets(api)
+                await asyncio.sleep(RESYNC + 3)
+                assert _boot_images(await list_machinesets(api)) == _boot_images(still), "both waited for the upgrade"
+                await apply(api, cluster_version((("4.23.0", "Completed"), *INSTALLED_412)))
+                ahead_said = {name: (ahead[name]["nextWrite"]["writer"], ahead[name]["nextWrite"]["when"])
+                              for name in kinds}
+                await _happens_as_said(api, ahead, ahead_said, creator, platform, since=still)
     assert {MAPI_NAMESPACE} == {r["namespace"] for r in rows.values() if r["name"] in kinds}
+
+
+def _boot_images(fleet: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    return {name: get_path(ms, ("spec", "template", "spec", "providerSpec")) for name, ms in fleet.items()}
+
+
+async def _happens_as_said(api: k8s_client.ApiClient, rows: dict[str, dict[str, Any]],
+                           said: dict[str, tuple[str, str]], creator: str, platform: str,
+                           since: dict[str, dict[str, Any]] | None = None) -> dict[str, set[str]]:
+    """Wait until every MachineSet a writer was named for is at its planned target, and one MCO
+    resync more; then check, per MachineSet, who wrote it (the newest providerSpec write in
+    managedFields) and that the `nobody` ones did not change. Returns the writers seen, by name."""
+    before = since if since is not None else await list_machinesets(api)
+
+    async def at_targets() -> bool:
+        fleet = await list_machinesets(api)
+        return all(_same_image(get_path(fleet[n], parse_dotted(rows[n]["field"])), rows[n]["target"])
+                   for n, (writer, _) in said.items() if writer != "nobody")
+
+    await wait_for(at_targets, 60, f"every {platform} MachineSet a writer was named for at its target")
+    await asyncio.sleep(RESYNC + 3)  # past a resync of the MCO's: it would have written the rest
+    fleet = await list_machinesets(api)
+    seen: dict[str, set[str]] = {"mco": set(), OURS: {OURS}, "nobody": set()}
+    for name, (writer, _when) in said.items():
+        if writer == "nobody":
+            assert _boot_images({name: fleet[name]}) == _boot_images({name: before[name]}), f"{name}: nobody was to write it"
+            continue
+        last = newest_boot_image_writer(fleet[name], creator)
+        if writer == "mco":
+            seen["mco"].add(str(last))
+            assert last != OURS, f"{platform} {name}: planned mco, written by this controller"
+        else:
+            assert last == OURS, f"{platform} {name}: planned {writer}, written by {last}"
+        live = get_path(fleet[name], parse_dotted(rows[name]["field"]))
+        assert _same_image(live, rows[name]["target"]), f"{name}: {live} is not the planned target"
+    return seen
+
+
+def newest_boot_image_writer(obj: dict[str, Any], creator: str) -> str | None:
+    """The field manager whose providerSpec write is the newest (the test's own creation aside)."""
+    entries = [e for e in obj["metadata"].get("managedFields", [])
+               if '"f:providerSpec"' in json.dumps(e.get("fieldsV1")) and e["manager"] != creator]
+    return str(max(entries, key=lambda e: e.get("time") or "")["manager"]) if entries else None
+
+
+def next_golden(platform: str) -> dict[str, Any]:
+    """The 4.22 ConfigMap with the next builds' images for `platform` (GCP image names, Azure's
+    no-plan marketplace version), in `stream` (the MCO's) and `streams` (every stream)."""
+    cm = bootimages_configmap("coreos-bootimages-4.22-multistream.yaml")
+    stream, streams = json.loads(cm["data"]["stream"]), json.loads(cm["data"]["streams"])
+    for doc, build in ((stream, "9.8.20260601-0"), (streams["rhel-9"], "9.8.20260601-0"),
+                       (streams["rhel-10"], "10.2.20260601-0")):
+        x86 = doc["architectures"]["x86_64"]
+        if platform == "GCP":
+            x86["images"]["gcp"].update(name=f"rhcos-{build.replace('.', '-')}-gcp-x86-64", release=build)
+        else:
+            for image in ((x86.get("rhel-coreos-extensions") or {}).get("marketplace", {}).get("azure", {})
+                          .get("no-purchase-plan", {}).values()):
+                image["version"] = build.removesuffix("-0")
+    cm["data"]["stream"], cm["data"]["streams"] = json.dumps(stream), json.dumps(streams)
+    return cm
+

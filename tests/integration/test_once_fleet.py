@@ -1,8 +1,11 @@
-"""`run --once` on 1,000 stale MachineSets at the default `--qps` (issue 13 acceptance).
+"""`run --once` on 400 stale MachineSets at the default `--qps` (issue 13 acceptance).
 
 Every MachineSet is patched, and every `BootImageUpdated` Event is either written on its MachineSet
 or folded into the summary Event on the claim holder; none is dropped at exit, and the exit log
 says how many were folded. The old `--once` spent its 30 s event budget and dropped 392 of 1,000.
+400 is enough to fold (more Events than the pass can write); the 1,000-MachineSet figure, with the
+same check (0 dropped), is in `benchmarks/daemon_bench.py`: at 1,000 this test took 75-90 s of a
+suite that must stay under 10 minutes on 2 cores.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from .fleet import AWS_422, AWS_FIXTURE, ami, base_cluster, machinesets
 
 pytestmark = pytest.mark.integration
 
-FLEET = 1000
+FLEET = 400
 EVENTS_PATH = f"/api/v1/namespaces/{MAPI_NAMESPACE}/events"
 
 
@@ -51,7 +54,7 @@ def log_lines(text: str) -> list[dict[str, Any]]:
     return out
 
 
-async def test_once_on_1000_stale_machinesets_writes_or_folds_every_event(
+async def test_once_on_400_stale_machinesets_writes_or_folds_every_event(
     kube_cluster: TestCluster, kube_api: Any
 ) -> None:
     await base_cluster(kube_api)
