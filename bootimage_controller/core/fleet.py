@@ -63,6 +63,19 @@ class PoolRow:
     stream_after_upgrade: Mapping[str, Any] | None = None
     # Machine pools: plan's `verified` (SPEC section 3b): has a node booted from its image and joined?
     verified: Mapping[str, Any] | None = None
+    # Machine pools: plan's `managerWhy`, and the writer a manager kind stands for (`fieldManager`,
+    # `hiveMachinePool`), so that `fleet` names every writer as `plan` does (issue 49).
+    manager_why: str = ""
+    named_writer: Mapping[str, Any] | None = None
+
+    @property
+    def writer_name(self) -> str | None:
+        """The field manager or Hive MachinePool the manager stands for (the page's Manager cell)."""
+        named = self.named_writer or {}
+        if named.get("fieldManager"):
+            return str(named["fieldManager"])
+        pool = named.get("hiveMachinePool")
+        return f"MachinePool {pool['name']}" if isinstance(pool, Mapping) and pool.get("name") else None
 
     @property
     def verdict(self) -> str | None:
@@ -89,6 +102,8 @@ class PoolRow:
             out["alsoWrittenBy"] = list(self.also_written_by)
             out["currentDeprecated"] = self.current_deprecated
             out["verified"] = dict(self.verified) if self.verified is not None else None
+            out["managerWhy"] = self.manager_why
+            out.update(self.named_writer or {})
         if node_pool:
             out["release"] = self.release
             out["validPlatformImage"] = self.valid_platform_image
@@ -251,6 +266,8 @@ def pool_row(d: BootImageDecision, index: PublishedImageIndex, now: datetime, fo
         also_written_by=tuple(shown["alsoWrittenBy"]),
         current_deprecated=d.current_deprecated,
         verified=shown["verified"],
+        manager_why=d.manager_why,
+        named_writer={k: shown[k] for k in ("fieldManager", "hiveMachinePool") if k in shown} or None,
     )
 
 

@@ -235,7 +235,8 @@ def _pool_cells(p: PoolRow) -> list[str]:
     def release(build: str | None, ocp: str | None) -> str:
         return f"{build} ({ocp})" if build and ocp else build or "-"
 
-    return [f"{p.namespace}/{p.name}", p.kind, p.stream or "-", p.architecture or "-", p.manager or "-",
+    manager = f"{p.manager} ({p.writer_name})" if p.manager and p.writer_name else p.manager or "-"
+    return [f"{p.namespace}/{p.name}", p.kind, p.stream or "-", p.architecture or "-", manager,
             release(p.current_release, p.current_openshift), release(p.target_release, p.target_openshift),
             "-" if p.boot_image_age_days is None else str(p.boot_image_age_days),
             f"{p.action} {p.reason}" if p.action else "-",

@@ -192,6 +192,15 @@ def test_a_policy_kept_machineset_waits_for_the_policy_or_is_a_conflict_where_th
     # The row names the writer (issue 49: it named none), in JSON too.
     row = alone.to_json()
     assert row["fieldManager"] == "config-policy-controller" and "config-policy-controller" in row["managerWhy"]
+    # And `fleet` names it the same way (its JSON, and the page's Manager cell).
+    from datetime import UTC, datetime
+
+    from bootimage_controller.core.fleet import pool_row
+    from bootimage_controller.core.index import PublishedImageIndex
+
+    pool = pool_row(alone, PublishedImageIndex.bundled(), datetime.now(UTC), forecast)
+    assert pool.writer_name == "config-policy-controller"
+    assert pool.to_json()["fieldManager"] == "config-policy-controller" and pool.to_json()["managerWhy"] == alone.manager_why
     covered = decide(ms, "AWS", "4.22.0")
     conflict = writer_conflict(covered, ms, None)
     assert conflict is not None and conflict.writers == (Manager.MCO, Manager.EXTERNAL)
