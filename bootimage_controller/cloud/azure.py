@@ -6,9 +6,11 @@ session or async credential to close when the Secret rotates. Lookups are few an
 threads cost nothing worth the second model.
 
 Endpoint: `--azure-endpoint` (passed in explicitly) or `BOOTIMAGE_AZURE_ENDPOINT`, for sovereign
-or private clouds; the token scope follows the endpoint. The production client keeps the ARM
-bearer policy, which refuses plain http: tests against a local http fake replace the whole
-client through `client_factory`, never by relaxing https checks here.
+or private clouds; the token scope follows the endpoint. Authority: `--azure-authority` or
+`BOOTIMAGE_AZURE_AUTHORITY`, the Entra ID host to sign in at (a sovereign cloud's, or a loopback
+fake's in tests; instance discovery is then off, as such an authority is in no public list). The
+production client keeps the ARM bearer policy, which refuses plain http: a local fake serves https
+with a test certificate the process trusts (`REQUESTS_CA_BUNDLE`), never by relaxing checks here.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from .clients import RebuildableClient
 from .credentials import AzureCredentials
 
 AZURE_ENDPOINT_ENV = "BOOTIMAGE_AZURE_ENDPOINT"
+AZURE_AUTHORITY_ENV = "BOOTIMAGE_AZURE_AUTHORITY"
 # Marketplace images the publisher has retired can no longer boot new VMs.
 _DEPRECATED = "deprecated"
 
@@ -40,6 +43,7 @@ class AzureOptions:
     retry_backoff_max: float = 30.0
     connection_timeout: float = 10.0
     read_timeout: float = 30.0
+    authority: str | None = None  # Entra ID host or URL to sign in at; None: the public cloud's
 
     def client_kwargs(self) -> dict[str, Any]:
         return {
@@ -81,20 +85,28 @@ def resolve_endpoint(explicit: str | None = None) -> str | None:
     return explicit or os.environ.get(AZURE_ENDPOINT_ENV) or None
 
 
-def make_credential(credentials: AzureCredentials) -> Any:
+def resolve_authority(explicit: str | None = None) -> str | None:
+    return explicit or os.environ.get(AZURE_AUTHORITY_ENV) or None
+
+
+def make_credential(credentials: AzureCredentials, authority: str | None = None) -> Any:
     # Imported here, like the client: needless start-up cost on other clouds.
     from azure.identity import ClientSecretCredential, WorkloadIdentityCredential
 
+    # A given authority is a sovereign or private one: not in Microsoft's instance list.
+    where: dict[str, Any] = {"authority": authority, "disable_instance_discovery": True} if authority else {}
     if credentials.federated_token_file:
         return WorkloadIdentityCredential(
             tenant_id=credentials.tenant_id,
             client_id=credentials.client_id,
             token_file_path=credentials.federated_token_file,
+            **where,
         )
     return ClientSecretCredential(
         tenant_id=credentials.tenant_id,
         client_id=credentials.client_id,
         client_secret=credentials.client_secret or "",
+        **where,
     )
 
 
@@ -106,7 +118,8 @@ def make_client(credentials: AzureCredentials, endpoint: str | None, options: Az
     if endpoint:
         kwargs["base_url"] = endpoint
         kwargs["credential_scopes"] = [endpoint.rstrip("/") + "/.default"]
-    return ComputeManagementClient(make_credential(credentials), credentials.subscription_id, **kwargs)
+    return ComputeManagementClient(make_credential(credentials, options.authority), credentials.subscription_id,
+                                   **kwargs)
 
 
 class AzureImages(RebuildableClient[AzureCredentials]):

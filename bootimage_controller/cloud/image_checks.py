@@ -45,7 +45,7 @@ class CloudChecks:
 
     def __init__(
         self, core: CoreApi, gcp_endpoint: str | None, azure_endpoint: str | None, vsphere: TemplateLookups | None = None,
-        platform: str | None = None,
+        platform: str | None = None, azure_authority: str | None = None,
     ) -> None:
         """`platform`: the cluster's (Infrastructure); only its credentials are read, once a minute.
         None (not known) reads all three."""
@@ -53,6 +53,7 @@ class CloudChecks:
         self.vsphere = vsphere
         self.gcp_endpoint = gcp_endpoint
         self.azure_endpoint = azure_endpoint
+        self.azure_authority = azure_authority
         self.verifier: Any = None
         self._every = AtMostEvery()
         self._secrets = tuple(s for s in self._SECRETS if platform is None or s[0] == platform)
@@ -82,7 +83,8 @@ class CloudChecks:
         secrets: dict[Platform | str, Any] = {platform: answer for (platform, _), answer in zip(self._secrets, read, strict=True)}
         if self.verifier is None:
             self.verifier = CloudVerifier.from_secrets(
-                secrets, gcp_endpoint=self.gcp_endpoint, azure_endpoint=self.azure_endpoint
+                secrets, gcp_endpoint=self.gcp_endpoint, azure_endpoint=self.azure_endpoint,
+                azure_authority=self.azure_authority
             )
         else:
             for platform, secret in secrets.items():

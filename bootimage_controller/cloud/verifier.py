@@ -25,7 +25,7 @@ import logging
 import re
 import time
 from collections.abc import Callable, Hashable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import structlog
@@ -122,6 +122,7 @@ class CloudVerifier:
         azure: AzureCredentials | None = None,
         gcp_endpoint: str | None = None,
         azure_endpoint: str | None = None,
+        azure_authority: str | None = None,
         settings: VerifierSettings | None = None,
         clock: Clock = time.monotonic,
         factories: ClientFactories | None = None,
@@ -131,6 +132,7 @@ class CloudVerifier:
         self._factories = factories or ClientFactories()
         self._gcp_endpoint = gcp_endpoint  # resolved (flag, then environment) by the platform module
         self._azure_endpoint = azure_endpoint
+        self._azure_authority = azure_authority  # resolved (flag, then environment) by the caller
         self._cache: TtlCache[Hashable, Any] = TtlCache(self._settings.cache_ttl, clock)
         self._inflight: dict[Hashable, asyncio.Future[tuple[Any, str | None]]] = {}
         self._sem: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
@@ -248,9 +250,10 @@ class CloudVerifier:
         if self._azure is None:
             from . import azure
 
-            self._azure = azure.AzureImages(
-                creds, self._azure_endpoint, s.azure or azure.AzureOptions(), f.azure or azure.make_client
-            )
+            options = s.azure or azure.AzureOptions()
+            if self._azure_authority and options.authority is None:
+                options = replace(options, authority=self._azure_authority)
+            self._azure = azure.AzureImages(creds, self._azure_endpoint, options, f.azure or azure.make_client)
             return True
         return self._azure.set_credentials(creds)
 

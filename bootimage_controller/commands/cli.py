@@ -56,6 +56,7 @@ EXIT_CANNOT_JUDGE = 5  # --fail-on-downgrade: there is no release to compare (is
 ENV_GCP_ENDPOINT = "BOOTIMAGE_GCP_ENDPOINT"
 ENV_OVA_MIRROR = "BOOTIMAGE_OVA_MIRROR"
 ENV_AZURE_ENDPOINT = "BOOTIMAGE_AZURE_ENDPOINT"
+ENV_AZURE_AUTHORITY = "BOOTIMAGE_AZURE_AUTHORITY"
 DEFAULT_ALEPH_PATH = "/sysroot/.coreos-aleph-version.json"
 DEFAULT_HEALTH_ADDR = ":8081"
 DEFAULT_METRICS_ADDR = ":8080"
@@ -504,6 +505,8 @@ def _add_cloud_endpoints(p: argparse.ArgumentParser) -> None:
                    help=f"GCP Compute API endpoint (private clouds, tests; env {ENV_GCP_ENDPOINT})")
     p.add_argument("--azure-endpoint", default=os.environ.get(ENV_AZURE_ENDPOINT) or None, metavar="URL",
                    help=f"Azure Resource Manager endpoint (private clouds, tests; env {ENV_AZURE_ENDPOINT})")
+    p.add_argument("--azure-authority", default=os.environ.get(ENV_AZURE_AUTHORITY) or None, metavar="URL",
+                   help=f"Entra ID authority to sign in at (sovereign or private clouds, tests; env {ENV_AZURE_AUTHORITY})")
     p.add_argument("--vsphere-credentials", type=secret_ref_arg, default=(MAPI_NAMESPACE, VSPHERE_CREDENTIALS_SECRET),
                    metavar="NAMESPACE/NAME",
                    help=f"vCenter credentials Secret (default: {MAPI_NAMESPACE}/{VSPHERE_CREDENTIALS_SECRET})")
@@ -706,7 +709,8 @@ def _cloud_verify(
 
     creds = plan_inputs.cloud_credentials(prepared.inputs, os.environ)
     secrets: dict[Any, Any] = dict(creds.secrets)
-    verifier = CloudVerifier.from_secrets(secrets, gcp_endpoint=args.gcp_endpoint, azure_endpoint=args.azure_endpoint)
+    verifier = CloudVerifier.from_secrets(secrets, gcp_endpoint=args.gcp_endpoint, azure_endpoint=args.azure_endpoint,
+                                          azure_authority=args.azure_authority)
     try:
         prepared, decisions = asyncio.run(_verify_rounds(verifier, prepared, decisions))
         platforms = sorted(str(p) for p in verifier.platforms)

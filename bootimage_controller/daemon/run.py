@@ -130,7 +130,8 @@ async def run_async(args: argparse.Namespace) -> int:
     reporter = PassReporter(writer, limits)
     core = CoreApi(api)
     vsphere = VSphereChecks.for_core_api(VSphereOptions.from_args(args), core)
-    cloud = CloudChecks(core, args.gcp_endpoint, args.azure_endpoint, vsphere, platform)
+    cloud = CloudChecks(core, args.gcp_endpoint, args.azure_endpoint, vsphere, platform,
+                        azure_authority=args.azure_authority)
     informers = build_informers(api, capi_version, platform)
     store = InformerStore(informers, DEFERRED_ROLES)
     custom = CustomObjectsApi(api)
