@@ -185,7 +185,9 @@ async def test_beside_the_real_mco_plan_says_who_writes_what_and_that_is_what_ha
                 assert writers(fleet["hive-pool"]) - {creator} == mco, "the MCO writes the Hive MachineSet"
                 assert writers(fleet["pinned-pool"]) - {creator} == mco, "the MCO writes the opted-out MachineSet"
                 assert writers(fleet["rh-unknown-pool"]) - {creator} == mco, "the MCO writes the AMI EC2 says is Red Hat's"
-                assert len(await conflicts(api, "pinned-pool")) == 1, "said as a conflict with the admin's pin"
+                # Said as a conflict with the admin's pin (Events go out in batches: wait for it).
+                await wait_for(lambda: _some(conflicts(api, "pinned-pool")), 30, "the opted-out pool's conflict Event")
+                assert len(await conflicts(api, "pinned-pool")) == 1
                 for ours in ("rhel10-pool", "handed-pool", "claimed-pool"):
                     assert writers(fleet[ours]) - {creator} == {OURS}, f"{ours}: never the MCO's"
                 assert len(await conflicts(api, "hive-pool")) == 1
