@@ -385,7 +385,11 @@ class LeaderElector:
     async def _attempt(self, timeout: float) -> bool:
         started = self._clock()
         try:
-            acquired = await asyncio.wait_for(self._try_acquire_or_renew(), timeout)
+            # `asyncio.timeout`, not `wait_for`: on Python 3.11 `wait_for` can swallow a cancellation
+            # that lands as the request completes (CPython gh-86296), and this runs in the campaign
+            # loop: a cancelled elector then campaigned on forever (a test fixture hung on it).
+            async with asyncio.timeout(timeout):
+                acquired = await self._try_acquire_or_renew()
         except asyncio.CancelledError:
             raise
         except Conflict as exc:

@@ -502,8 +502,10 @@ class EventLane:
                 # Nothing, or only Normal events while the work goes on: look again when something
                 # is posted, or (deferred events waiting on `busy`) after a short poll.
                 self._wakeup.clear()
+                # (`asyncio.timeout`, not `wait_for`: a cancellation must end this loop; see kube/leader.)
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wakeup.wait(), self._poll if self._deferred or self._folded else None)
+                    async with asyncio.timeout(self._poll if self._deferred or self._folded else None):
+                        await self._wakeup.wait()
                 continue
             self._writing += 1
             try:

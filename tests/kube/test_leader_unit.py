@@ -359,3 +359,21 @@ async def test_always_leader_leads_while_its_work_runs() -> None:
     assert task.done() and not e.is_leader and not e.running
     assert (work.cancelled, work.stopped) == (1, 1)
     assert e.write_refusal() is not None
+
+
+async def test_a_cancelled_candidate_stops_campaigning_whenever_the_cancel_lands() -> None:
+    """A cancellation landing as a Lease request completes must end the campaign. On Python 3.11
+    `asyncio.wait_for` could swallow it (CPython gh-86296): the elector then campaigned on forever
+    and a test fixture waiting for it hung the suite. Cancelled at every point of the loop in turn."""
+    store = FakeLeaseStore()
+    store.record = LeaseRecord("someone-else", 3600, format_micro_time(datetime.now(UTC)),
+                               format_micro_time(datetime.now(UTC)), 0)
+    for steps in range(200):
+        candidate = elector(store, "late", retry_period=0.001)
+        task = asyncio.create_task(candidate.run(Work().lead))
+        for _ in range(steps % 7):
+            await asyncio.sleep(0)
+        task.cancel()
+        done, _ = await asyncio.wait({task}, timeout=WAIT)
+        assert done, f"still campaigning after a cancel at step {steps % 7}"
+        assert task.cancelled()
