@@ -25,14 +25,20 @@ export BOOTIMAGE_KUSTOMIZE="${BOOTIMAGE_KUSTOMIZE:-$HOME/.cache/bootimage-contro
 # process, the forecast beside the real MCO on GCP and Azure (tests/integration/test_forecast_platforms.py,
 # two minutes that mostly wait on the MCO's resync): the soak ends minutes before the suite, and the
 # suite's workers are spared them (10m53s on 2 cores with them, over its 10-minute budget).
+# The 60 s API server outage (tests/integration/test_daemon_outage.py: its server is stopped, nothing
+# runs) waits beside the suite too, in a process of its own (10m26s with it in the suite).
 soak_pid=""
+outage_pid=""
 beside=()
 if [ "$#" -eq 0 ]; then
   soak_log="$(mktemp)"
   .venv/bin/python -m pytest -q -p no:cacheprovider --soak tests/soak tests/integration/test_forecast_platforms.py \
     >"$soak_log" 2>&1 &
   soak_pid=$!
-  beside=(--ignore=tests/integration/test_forecast_platforms.py)
+  outage_log="$(mktemp)"
+  .venv/bin/python -m pytest -q -p no:cacheprovider tests/integration/test_daemon_outage.py >"$outage_log" 2>&1 &
+  outage_pid=$!
+  beside=(--ignore=tests/integration/test_forecast_platforms.py --ignore=tests/integration/test_daemon_outage.py)
 fi
 # Three workers (one file at a time each, each with its own loopback control plane): most integration
 # tests wait on a server (a 60 s outage, a lease to expire), so a third worker fills those waits on
@@ -46,5 +52,13 @@ if [ -n "$soak_pid" ]; then
   cat "$soak_log"
   rm -f "$soak_log"
   if [ "$rc" -eq 0 ]; then rc=$soak_rc; fi
+fi
+if [ -n "$outage_pid" ]; then
+  outage_rc=0
+  wait "$outage_pid" || outage_rc=$?
+  echo "--- the 60 s API server outage (tests/integration/test_daemon_outage.py; beside the suite):"
+  cat "$outage_log"
+  rm -f "$outage_log"
+  if [ "$rc" -eq 0 ]; then rc=$outage_rc; fi
 fi
 exit "$rc"

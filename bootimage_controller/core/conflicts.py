@@ -169,8 +169,10 @@ def writer_conflict(
     pinned = decision.opted_out and decision.manager is Manager.MCO
     if not pinned and (not decision.also_written_by or decision.manager in decision.also_written_by):
         return None
-    if decision.action is not Action.PATCH and (pinned or decision.action is not Action.NOOP):
+    if decision.action not in (Action.PATCH, Action.NOOP):
         return None  # nothing to write, or not known what: neither writer changes it
+    # (At the golden image, NOOP, the conflict stands: Git puts its image back, or, for a pinned
+    # MachineSet, the MCO has already replaced the pinned image and keeps writing it.)
     labels = get_path(obj, ("metadata", "labels"))
     labels = labels if is_mapping(labels) else {}
     exclusion = _exclusion(decision.manager, labels, gitops_labels)

@@ -67,6 +67,7 @@ from .test_daemon_cloud import credentials_secret
 pytestmark = pytest.mark.integration
 
 OURS = "bootimage-controller"
+MCO_RESYNC = 5  # seconds: the MCO's resync here (its default is 20 minutes), what "it did not write" waits out
 MC_PATH = "/apis/operator.openshift.io/v1/machineconfigurations/cluster"
 MS_PATH = f"/apis/machine.openshift.io/v1beta1/namespaces/{MAPI_NAMESPACE}/machinesets"
 ARGO_ID = "workers:machine.openshift.io/MachineSet:openshift-machine-api/argo-pool"
@@ -172,7 +173,7 @@ async def test_beside_the_real_mco_plan_says_who_writes_what_and_that_is_what_ha
         assert (await planned(cluster, "--cloud-verify"))["rh-unknown-pool"] == ("mco", "now")
 
         mco_log = tmp_path / "mco.log"
-        with running_real_mco(binary, cluster, moto_with_next_amis, mco_log):
+        with running_real_mco(binary, cluster, moto_with_next_amis, mco_log, resync=f"{MCO_RESYNC}s"):
             async with daemon_task(cluster.kubeconfig):
                 first = targets(golden(False))
                 await wait_for(lambda: at(api, first), 60, "every MachineSet at the 4.22 images")
@@ -233,7 +234,7 @@ async def test_beside_the_real_mco_plan_says_who_writes_what_and_that_is_what_ha
                 await kube_request(api, "PUT", f"{MS_PATH}/argo-pool", live)
                 said = await planned(cluster)
                 assert said["argo-pool"] == ("nobody", "never") and said["mco-pool"][0] == "nobody"
-                await asyncio.sleep(25)  # longer than the MCO's resync (20 s here): it would have written
+                await asyncio.sleep(MCO_RESYNC + 3)  # longer than the MCO's resync: it would have written
                 assert ami((await list_machinesets(api))["argo-pool"]) == stale, mco_log.read_text()[-3000:]
                 assert len(await conflicts(api)) == 2, "no more conflict Events: one per target"
 
