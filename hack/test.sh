@@ -45,20 +45,21 @@ fi
 # 2 cores; with two the suite took 10.4 minutes at b4c0370, over its 10-minute budget.
 rc=0
 .venv/bin/python -m pytest -q -p no:cacheprovider -n 3 --dist loadfile --durations=15 "${beside[@]}" "$@" || rc=$?
+# Each process beside the suite: wait for it, print its output under a title, keep the first failure.
+beside_done() {
+  local pid="$1" log="$2" title="$3" code=0
+  wait "$pid" || code=$?
+  echo "--- $title"
+  cat "$log"
+  rm -f "$log"
+  if [ "$rc" -eq 0 ]; then rc=$code; fi
+}
 if [ -n "$soak_pid" ]; then
-  soak_rc=0
-  wait "$soak_pid" || soak_rc=$?
-  echo "--- the soak and the forecast beside the real MCO (tests/soak, test_forecast_platforms.py; beside the suite):"
-  cat "$soak_log"
-  rm -f "$soak_log"
-  if [ "$rc" -eq 0 ]; then rc=$soak_rc; fi
+  beside_done "$soak_pid" "$soak_log" \
+    "the soak and the forecast beside the real MCO (tests/soak, test_forecast_platforms.py; beside the suite):"
 fi
 if [ -n "$outage_pid" ]; then
-  outage_rc=0
-  wait "$outage_pid" || outage_rc=$?
-  echo "--- the 60 s API server outage (tests/integration/test_daemon_outage.py; beside the suite):"
-  cat "$outage_log"
-  rm -f "$outage_log"
-  if [ "$rc" -eq 0 ]; then rc=$outage_rc; fi
+  beside_done "$outage_pid" "$outage_log" \
+    "the 60 s API server outage (tests/integration/test_daemon_outage.py; beside the suite):"
 fi
 exit "$rc"

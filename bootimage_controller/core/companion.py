@@ -23,7 +23,6 @@ from ..constants import (
     CONDITION_DEGRADED,
     CONDITION_PROGRESSING,
     DEFAULT_DISAGREEMENT_GRACE,
-    HIVE_BOOT_IMAGE_FIELDS,
     MAX_EVENT_MESSAGE,
     Manager,
     SkewMode,
@@ -73,13 +72,12 @@ def proposal_message(decision: BootImageDecision) -> str:
 def hive_change(decision: BootImageDecision) -> str:
     """What to change on the hub for a Hive MachinePool's MachineSet: the MachinePool field and the
     target value, or why there is none."""
-    field = HIVE_BOOT_IMAGE_FIELDS.get(decision.platform or "")
-    value = decision.target.get(field[1]) if field is not None and isinstance(decision.target, dict) else None
+    field, value = decision.hive_field()
     where = "on the hub (the MachinePool of this pool, in its ClusterDeployment's namespace)"
     if field is None or not value:
         return (f"Hive has no MachinePool boot image field on {decision.platform or 'this platform'}: the pool boots "
                 "the image of its ClusterDeployment's release; upgrade the release on the hub")
-    return f"set {field[0]}: {value} {where}; it wins over Hive's AMI override annotation"
+    return f"set {field}: {value} {where}; it wins over Hive's AMI override annotation"
 
 
 def hive_proposal_message(decision: BootImageDecision) -> str:

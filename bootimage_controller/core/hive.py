@@ -28,7 +28,7 @@ from typing import Any
 from ..constants import LABEL_HIVE_VERSION, MACHINE_POOL_KIND, Action, Reason
 from ..errors import VersionError
 from .fleet import ClusterRow, PoolRow, age_days
-from .hypershift import PlatformImageCatalog, default_stream
+from .hypershift import PlatformImageCatalog, default_stream, minor_of
 from .index import PublishedImageIndex
 from .model import get_path
 from .planner import is_downgrade
@@ -140,7 +140,7 @@ def _judged_by_minor(release: str | None, current_build: str | None, target_buil
     current_minor = index.openshift_release(current_build) if current_build else None
     if current_minor is not None and _older_minor(current_minor, release):
         return str(Action.PATCH), REASON_AMI_ID_OUTDATED, (
-            f"{message} ({target_build or target} is the newest {_minor_of(release)} build the bundled data knows; "
+            f"{message} ({target_build or target} is the newest {minor_of(release)} build the bundled data knows; "
             f"{release} may have shipped an earlier one: its own coreos-bootimages ConfigMap names it)")
     return str(Action.SKIP), REASON_RELEASE_IMAGE_UNKNOWN, (
         f"the bundled data does not know which boot image OpenShift {release} shipped (only its minor's newest, "
@@ -150,14 +150,9 @@ def _judged_by_minor(release: str | None, current_build: str | None, target_buil
 
 def _older_minor(minor: str, release: str | None) -> bool:
     try:
-        return OcpVersion.parse(minor) < OcpVersion.parse(_minor_of(release) or "")
+        return OcpVersion.parse(minor) < OcpVersion.parse(minor_of(release) or "")
     except VersionError:
         return False
-
-
-def _minor_of(release: str | None) -> str | None:
-    parts = (release or "").split(".")
-    return ".".join(parts[:2]) if len(parts) >= 2 else None
 
 
 def _release(cd: Mapping[str, Any]) -> str | None:

@@ -55,7 +55,7 @@ class PlatformImageCatalog:
         """The newest bundled release that ships `stream` (for a forecast past the bundled data)."""
         if self._override is not None:
             return None
-        having = [r for r, streams in self._releases.items() if stream in streams and _minor(r) is not None]
+        having = [r for r, streams in self._releases.items() if stream in streams and minor_of(r) is not None]
         return max(having, key=lambda r: OcpVersion.parse(r)) if having else None
 
     def knows_exactly(self, release: str | None) -> bool:
@@ -73,7 +73,7 @@ class PlatformImageCatalog:
         elif exact and release in self._releases:
             streams, where = self._releases[str(release)], f"OpenShift {release}"
         else:
-            minor = _minor(release)
+            minor = minor_of(release)
             if minor is None:
                 return PlatformImage(None, unknown="the NodePool's release is unknown")
             if minor not in self._releases:
@@ -112,7 +112,8 @@ def catalog_from_golden(golden: GoldenBootImages) -> dict[str, dict[str, dict[st
     return out
 
 
-def _minor(release: str | None) -> str | None:
+def minor_of(release: str | None) -> str | None:
+    """`4.16` of `4.16.3` (None when it is no OpenShift version)."""
     try:
         v = OcpVersion.parse(release or "")
     except VersionError:

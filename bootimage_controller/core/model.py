@@ -299,14 +299,20 @@ class BootImageDecision:
             **self._named_writer(),
         }
 
+    def hive_field(self) -> tuple[str | None, Any]:
+        """The Hive MachinePool field that sets this pool's boot image on the hub, and the value to
+        set there (the target's); (None, None) where Hive has no such field on the platform."""
+        field = HIVE_BOOT_IMAGE_FIELDS.get(self.platform or "")
+        if field is None:
+            return None, None
+        return field[0], self.target.get(field[1]) if isinstance(self.target, dict) else None
+
     def _named_writer(self) -> dict[str, Any]:
         if self.manager is Manager.EXTERNAL:
             return {"fieldManager": self.manager_named}
         if self.manager is Manager.HIVE:
-            field = HIVE_BOOT_IMAGE_FIELDS.get(self.platform or "")
-            value = self.target.get(field[1]) if field is not None and isinstance(self.target, dict) else None
-            return {"hiveMachinePool": {"name": self.manager_named, "field": field[0] if field else None,
-                                        "value": value}}
+            field, value = self.hive_field()
+            return {"hiveMachinePool": {"name": self.manager_named, "field": field, "value": value}}
         return {}
 
 
