@@ -20,6 +20,9 @@ python3 -m venv .venv
 # kustomize, to render the kustomizations as `oc apply -k` does (tests/deploy): built once, cached.
 export BOOTIMAGE_KUSTOMIZE="${BOOTIMAGE_KUSTOMIZE:-$HOME/.cache/bootimage-controller/kustomize-v5.7.1/kustomize}"
 [ -x "$BOOTIMAGE_KUSTOMIZE" ] || bash hack/build-kustomize.sh "$(dirname "$BOOTIMAGE_KUSTOMIZE")"
+# The MCO's way of naming a new AWSMachineTemplate, with CAPA's Go types (tests/core/capi/test_template_names.py):
+# built once from Go modules (about 3 minutes), cached by its sources.
+bash hack/build-capi-template-name.sh
 # The soak (6 minutes of a settled fleet, tests/soak) waits more than it works: with no arguments it
 # runs beside the suite, in a pytest process and a control plane of its own. After it, in the same
 # process, the forecast beside the real MCO on GCP and Azure (tests/integration/test_forecast_platforms.py,

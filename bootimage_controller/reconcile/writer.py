@@ -44,6 +44,7 @@ from ..constants import (
     MACHINESET_VERSION,
     MERGE_PATCH,
 )
+from ..core.capi.resources import same_template_spec
 from ..core.claims import JsonPatch, boot_image_patch, release_patch
 from ..core.model import BootImageDecision
 from ..kube.api_errors import ApiError, Conflict, NotFound, conflict
@@ -301,9 +302,7 @@ class MachineSetWriter:
             lambda: self.custom.get_namespaced_custom_object(group, version, namespace, plural, name),
             what=f"get {kind} {namespace}/{name}",
         )
-        want = ((body.get("spec") or {}).get("template") or {}).get("spec")
-        have = ((existing.get("spec") or {}).get("template") or {}).get("spec")
-        if want != have:
+        if not same_template_spec(kind, body.get("spec"), existing.get("spec")):
             raise Conflict(f"create {kind} {namespace}/{name}", 409, "AlreadyExists",
                            "a template of that name exists with another spec; not using it")
 

@@ -184,8 +184,9 @@ class _CapiPlanning:
         for change in d.changes:
             rel, value = adapter.to_template(tuple(change.path[len(PSP):]), change.new)
             _set(new_spec, rel, value)
-        new_name = new_template_name(c.name, new_spec)
-        body = _template_body(tmpl, new_name, new_spec)
+        body = _template_body(tmpl, new_spec)
+        new_name = new_template_name(c.name, tmpl.kind, body["spec"])
+        body["metadata"]["name"] = new_name
         work = CapiWork(tmpl.kind, tmpl.api_version, c.namespace, tmpl.name, new_name, body, rollout=c.is_deployment)
         note = f"; {ROLLOUT_NOTE}" if c.is_deployment else ""
         return replace(
@@ -210,12 +211,12 @@ _DROPPED_META = ("uid", "resourceVersion", "generation", "creationTimestamp", "m
 _DROPPED_ANNOTATIONS = ("kubectl.kubernetes.io/last-applied-configuration",)
 
 
-def _template_body(tmpl: InfraTemplate, new_name: str, new_spec: Mapping[str, Any]) -> dict[str, Any]:
+def _template_body(tmpl: InfraTemplate, new_spec: Mapping[str, Any]) -> dict[str, Any]:
     """The old template with only the boot image changed: same labels, owners (the Cluster) and
-    every other field; annotated with the template it replaces (for the cleanup two updates on)."""
+    every other field; annotated with the template it replaces (for the cleanup two updates on).
+    Its name is the caller's to set: it is the hash of the spec."""
     body = copy.deepcopy(dict(tmpl.raw))
     meta = {k: v for k, v in (body.get("metadata") or {}).items() if k not in _DROPPED_META}
-    meta["name"] = new_name
     annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k not in _DROPPED_ANNOTATIONS}
     annotations[ANNOTATION_REPLACES] = tmpl.name
     meta["annotations"] = annotations

@@ -19,16 +19,20 @@ from ...constants import (
     CAPI_MACHINESET,
     INFRA_TEMPLATES,
     INFRASTRUCTURE_GROUP,
+    PLATFORM_TEMPLATE_KIND,
+    Platform,
 )
 from ...errors import InputError
 from ..model import JsonPath, OwnerReference, as_mapping, get_path, is_mapping
 from ..model import parse_owner_references as _owner_references
 from ..model import parse_string_map as _string_map
+from .typed import TemplateShapeError, aws_template_spec_round_trip
 
 INFRA_REF_PATH: JsonPath = ("spec", "template", "spec", "infrastructureRef")
 INFRA_REF_NAME_PATH: JsonPath = (*INFRA_REF_PATH, "name")
 TEMPLATE_SPEC_PATH: JsonPath = ("spec", "template", "spec")  # inside the infrastructure template
 MAX_NAME = 253
+AWS_TEMPLATE_KIND = PLATFORM_TEMPLATE_KIND[Platform.AWS]
 # Templates this controller writes: `<base>-bic-<8 hex of their spec>`.
 _OURS = re.compile(r"^(?P<base>.+)-bic-[0-9a-f]{8}$")
 
@@ -189,6 +193,11 @@ class InfraTemplate:
         spec = get_path(obj, TEMPLATE_SPEC_PATH)
         if not is_mapping(spec):
             raise InputError(where, "spec.template.spec", "missing or not an object")
+        if kind == AWS_TEMPLATE_KIND:
+            try:  # what CAPA's types cannot hold, its webhook and the MCO reject too
+                aws_template_spec_round_trip(as_mapping(obj.get("spec")))
+            except TemplateShapeError as exc:
+                raise InputError(where, f"spec.{exc.path}", str(exc).partition(": ")[2]) from None
         return cls(
             kind=kind,
             api_version=str(obj.get("apiVersion")),
@@ -206,18 +215,36 @@ def is_template_kind(kind: str, group: str) -> bool:
     return kind in INFRA_TEMPLATES and group in ("", INFRASTRUCTURE_GROUP)
 
 
-def new_template_name(base: str, new_spec: Mapping[str, Any]) -> str:
-    """`<base>-<FNV-1a 32 of the spec's JSON, 8 hex digits>`, the shape of cluster-capi-operator's
-    `GenerateInfraMachineTemplateNameWithSpecHash` and of the MCO's CAPI path (MCO #6447; the base
-    is the MachineSet's or MachineDeployment's name): the same spec gives the same object, a retry or
-    a second replica included.
+def new_template_name(base: str, kind: str, new_spec: Mapping[str, Any]) -> str:
+    """`<base>-<FNV-1a 32 of the template's whole spec as Go marshals it, 8 hex digits>`, as the
+    Machine Config Operator names the templates of a CAPI pool (MCO #6082 `newInfraTemplateName`;
+    the base is the MachineSet's or MachineDeployment's name) and cluster-capi-operator in shape: the
+    same spec gives the same name, for a retry, a second replica, or the MCO writing the same pool.
 
-    The spec (the template's `spec.template.spec`) is hashed as Go marshals an unstructured object:
-    keys sorted, no spaces, `<`, `>` and `&` escaped. The peers' hashes differ (typed structs in field
-    order; the MCO's over the whole `spec`), so their names are not ours: docs/capi.md says why
-    that does not matter (the MCO and this controller never write the same pool)."""
-    suffix = f"-{fnv1a32(go_json(new_spec)):08x}"
+    `new_spec` is the new template's `spec` (with its `template` wrapper). An AWSMachineTemplate's is
+    first read into CAPA's types and written back, as the MCO does (`template_hash_input`); the
+    other kinds, which the MCO does not write, are hashed as they are. Over 253 characters the base
+    is cut (the MCO's create would fail there)."""
+    suffix = f"-{fnv1a32(template_hash_input(kind, new_spec)):08x}"
     return f"{base[: MAX_NAME - len(suffix)]}{suffix}"
+
+
+def template_hash_input(kind: str, spec: Mapping[str, Any]) -> bytes:
+    """What a template's name hashes: two templates are the same when this is (the MCO's copy drops
+    the fields CAPA does not know, so its template and ours may differ in those alone)."""
+    return go_json(aws_template_spec_round_trip(spec) if kind == AWS_TEMPLATE_KIND else spec)
+
+
+def same_template_spec(kind: str, ours: object, theirs: object) -> bool:
+    """Whether an existing template of the name we computed is the one we meant: the same hash input
+    (the MCO's copy of an AWS template drops the fields CAPA does not know, so the raw specs of the
+    same template may differ). One CAPA's types cannot hold is not ours."""
+    if not (is_mapping(ours) and is_mapping(theirs)):
+        return False
+    try:
+        return template_hash_input(kind, ours) == template_hash_input(kind, theirs)
+    except TemplateShapeError:
+        return False
 
 
 def is_replaced_template_name(name: str) -> bool:
@@ -260,4 +287,6 @@ __all__ = [
     "is_replaced_template_name",
     "is_template_kind",
     "new_template_name",
+    "same_template_spec",
+    "template_hash_input",
 ]

@@ -53,10 +53,12 @@ def test_a_stale_aws_template_is_copied_with_only_the_ami_changed() -> None:
     assert body["spec"]["template"]["spec"] == {"ami": target_ami, "instanceType": "m6i.xlarge"}
     assert body["metadata"]["name"] == new_name and "uid" not in body["metadata"]
     assert body["metadata"]["annotations"]["machineconfiguration.openshift.io/boot-image-replaces"] == "aws-tmpl"
-    # Named as cluster-capi-operator names templates (and the MCO those of a CAPI pool): the pool's
-    # name and the FNV-1a 32 of the spec's JSON, computed here from the documented algorithm.
-    assert new_name == f"workers-{_fnv1a32_hex(body['spec']['template']['spec'])}"
-    assert new_name == new_template_name("workers", body["spec"]["template"]["spec"])
+    # Named as the MCO names the templates of a CAPI pool: the pool's name and the FNV-1a 32 of the
+    # whole spec's JSON after CAPA's types have read it (an empty metadata, cloudInit and the rest of
+    # what has no omitempty), computed here from the documented algorithm.
+    typed = {"template": {"metadata": {}, "spec": {"ami": target_ami, "cloudInit": {}, "instanceType": "m6i.xlarge"}}}
+    assert new_name == f"workers-{_fnv1a32_hex(typed)}"
+    assert new_name == new_template_name("workers", "AWSMachineTemplate", body["spec"])
 
 
 def test_an_up_to_date_template_is_a_noop() -> None:
@@ -260,8 +262,10 @@ def test_the_fnv_hash_is_go_s_and_go_escapes_html_characters() -> None:
     assert fnv1a32(b"Hello world") == 1498229191  # Hugo's hash.FNV32a documentation, Go's hash/fnv
     assert fnv1a32(b"") == 2166136261
     assert go_json({"b": "<a&b>", "a": 1}) == b'{"a":1,"b":"\\u003ca\\u0026b\\u003e"}'
-    assert new_template_name("w", {"ami": {"id": "ami-1"}}) == f"w-{_fnv1a32_hex({'ami': {'id': 'ami-1'}})}"
-    assert len(new_template_name("x" * 300, {})) == 253
+    # The kinds the MCO does not write are hashed as they are, without a typed round trip.
+    spec = {"template": {"spec": {"image": "rhcos-<&>"}}}
+    assert new_template_name("w", "GCPMachineTemplate", spec) == f"w-{_fnv1a32_hex(spec)}"
+    assert len(new_template_name("x" * 300, "GCPMachineTemplate", {})) == 253
 
 
 def test_the_copy_keeps_its_owner_references_without_block_owner_deletion() -> None:
