@@ -437,9 +437,11 @@ def _add_fleet(sub: Any) -> None:
     p.add_argument("--parallel", type=positive_int, default=8, metavar="N", help="clusters read at once (default 8)")
     p.add_argument("--timeout", type=duration_arg, default=60.0, metavar="DURATION",
                    help="per cluster (default 60s)")
-    p.add_argument("--bootimages", metavar="FILE",
-                   help="golden data (a coreos-bootimages ConfigMap or stream JSON) for every cluster and NodePool, "
-                        "instead of each cluster's own ConfigMap and the bundled data of each NodePool's release")
+    p.add_argument("--bootimages", metavar="[RELEASE=]FILE", action="append", default=[],
+                   help="golden data (a coreos-bootimages ConfigMap or stream JSON): FILE alone for every cluster and "
+                        "NodePool, instead of each cluster's own ConfigMap and the bundled data of each NodePool's "
+                        "release; RELEASE=FILE (repeatable) for the clusters, Hive spokes and NodePools of exactly "
+                        "that release (4.16.3): the images that release shipped")
     p.add_argument("-o", "--output", choices=("table", "json"), default="table", help="output format (default: table)")
     p.add_argument("--html", metavar="FILE", help="also write one self-contained HTML page")
     p.add_argument("--fail-on-skew", action="store_true", help="exit 3 when any cluster's next upgrade would be held")

@@ -8,7 +8,8 @@ the spoke's pool on an old boot image: the row says so, with the value to set. A
 `amiID` boots its release's image (Hive's default), which is current by construction.
 
 A spoke is judged by its own release's image (issue 49), known exactly for `.0` releases the bundled
-data has the GA installer data of, or with `--bootimages`; otherwise by its minor's newest build only
+data has the GA installer data of, or with `--bootimages 4.16.3=FILE` (that release's own data: no
+bundled source says which build each z-release shipped); otherwise by its minor's newest build only
 where that cannot mislead (an amiID of an older minor is outdated whatever its z-release shipped),
 else `skip ReleaseBootImageUnknown`.
 
@@ -145,7 +146,7 @@ def _judged_by_minor(release: str | None, current_build: str | None, target_buil
     return str(Action.SKIP), REASON_RELEASE_IMAGE_UNKNOWN, (
         f"the bundled data does not know which boot image OpenShift {release} shipped (only its minor's newest, "
         f"{target_build or target}, and the .0 releases of some minors); compare amiID with the spoke's "
-        "coreos-bootimages ConfigMap, or pass --bootimages with it")
+        f"coreos-bootimages ConfigMap, or pass it with --bootimages {release}=FILE")
 
 
 def _older_minor(minor: str, release: str | None) -> bool:

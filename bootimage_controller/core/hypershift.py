@@ -42,14 +42,17 @@ class PlatformImage:
 
 class PlatformImageCatalog:
     """Which platform images each release ships, per stream and architecture: from `--bootimages`
-    (one golden data for every release) or the bundled index's `release-streams`."""
+    (one golden data for every release), `--bootimages RELEASE=FILE` (one release's own), or the
+    bundled index's `release-streams`."""
 
     def __init__(self, releases: Mapping[str, Mapping[str, Mapping[str, Mapping[str, Any]]]],
                  override: Mapping[str, Mapping[str, Mapping[str, Any]]] | None = None,
-                 override_source: str = "") -> None:
+                 override_source: str = "",
+                 given: Mapping[str, Mapping[str, Mapping[str, Mapping[str, Any]]]] | None = None) -> None:
         self._releases = releases
         self._override = override
         self._override_source = override_source
+        self._given = given or {}
 
     def newest_with(self, stream: str) -> str | None:
         """The newest bundled release that ships `stream` (for a forecast past the bundled data)."""
@@ -59,16 +62,20 @@ class PlatformImageCatalog:
         return max(having, key=lambda r: OcpVersion.parse(r)) if having else None
 
     def knows_exactly(self, release: str | None) -> bool:
-        """Whether the images of `release` itself (`4.16.0`, not only its minor's newest build) are
-        known: `--bootimages` is taken to be the release's own; the bundled data knows `.0`s."""
-        return self._override is not None or (release is not None and release in self._releases)
+        """Whether the images of `release` itself (`4.16.3`, not only its minor's newest build) are
+        known: given for it, `--bootimages` (taken to be the release's own), or bundled (`.0`s)."""
+        return (release is not None and release in self._given) or self._override is not None or (
+            release is not None and release in self._releases)
 
     def find(self, release: str | None, stream: str, arch: str, platform: str, region: str | None,
              *, exact: bool = False) -> PlatformImage:
-        """The image of `stream`/`arch` on `platform` that `release` ships. By default the newest
-        build of its minor the data knows (HyperShift NodePools follow their minor's newest);
-        `exact`: the release's own images, from data keyed by the whole release."""
-        if self._override is not None:
+        """The image of `stream`/`arch` on `platform` that `release` ships. The data given for that
+        very release wins; by default the newest build of its minor the data knows (HyperShift
+        NodePools follow their minor's newest); `exact`: the release's own images, from data keyed by
+        the whole release."""
+        if release is not None and release in self._given:
+            streams, where = self._given[release], f"--bootimages {release}="
+        elif self._override is not None:
             streams, where = self._override, self._override_source
         elif exact and release in self._releases:
             streams, where = self._releases[str(release)], f"OpenShift {release}"

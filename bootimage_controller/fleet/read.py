@@ -11,8 +11,9 @@ from __future__ import annotations
 import asyncio
 import multiprocessing
 import os
+from collections.abc import Mapping
 from concurrent.futures import Executor, ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 import structlog
@@ -53,6 +54,7 @@ class FleetOptions:
     catalog: PlatformImageCatalog
     index: PublishedImageIndex
     now: datetime
+    golden_by_release: Mapping[str, GoldenSource] = field(default_factory=dict)  # --bootimages RELEASE=FILE
 
 
 async def read_cluster(source: ClusterSource, options: FleetOptions, parsers: Executor | None = None) -> list[ClusterRow]:
@@ -132,7 +134,7 @@ def rows_from_objects(source: ClusterSource, objects: list[SourcedObject], optio
     current, install = cluster_releases(inputs.cluster_version.obj if inputs.cluster_version else None)
     rows: list[ClusterRow] = []
     if inputs.machines or inputs.capi or not (hyper or hive):
-        prepared = prepare(inputs, golden_source=options.golden)
+        prepared = prepare(inputs, golden_source=options.golden_by_release.get(current or "") or options.golden)
         decisions = run_planner(prepared)
         skew = evaluate_plan_skew(prepared, decisions, options.limits)
         facts = ClusterFactsForFleet(prepared.context.facts.platform, current, install)

@@ -96,3 +96,54 @@ def test_a_hub_lists_machinepools_whose_ami_id_is_not_their_releases(tmp_path: P
     row = machine_pool_row(machine_pool("spoke-a", "pinned-old", AWS_416_EAST1), cluster_deployment("spoke-a", "4.22.1"),
                            "4.22.1", PlatformImageCatalog(index.release_streams), index, datetime.now(UTC))
     assert row.reason == "AmiIdOutdated" and "4.22.1 may have shipped an earlier one" in row.message
+
+
+def _hub(tmp_path: Path, objs: list[dict[str, Any]]) -> Path:
+    hub = tmp_path / "hub"
+    hub.mkdir()
+    for i, obj in enumerate(objs):
+        (hub / f"{i}.yaml").write_text(yaml.safe_dump(obj))
+    return hub
+
+
+def _fleet(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "bootimage_controller", "fleet", *argv, "-o", "json"],
+                          capture_output=True, text=True, timeout=120)
+
+
+GA_416 = Path(__file__).resolve().parents[2] / "data" / "stream-metadata" / "installer-4.16-416.94.202405291527-0-rhcos.json"
+
+
+def test_a_spoke_is_judged_by_the_images_its_own_release_shipped_when_given(tmp_path: Path) -> None:
+    """`--bootimages 4.16.3=FILE`: a 4.16.3 spoke against 4.16.3's own images (here the installer data
+    4.16.3 shipped with, the GA build), never a later build of its minor; other spokes as before."""
+    newest_416 = _catalog_ami("4.16", "us-east-1")
+    hub = _hub(tmp_path, [
+        cluster_deployment("spoke-c", "4.16.3"),
+        machine_pool("spoke-c", "worker", AWS_416_EAST1),
+        machine_pool("spoke-c", "later", newest_416),
+        cluster_deployment("spoke-a", "4.22.1"),
+        machine_pool("spoke-a", "pinned-old", AWS_416_EAST1),
+    ])
+    result = _fleet(str(hub), "--bootimages", f"4.16.3={GA_416}")
+    assert result.returncode == 0, result.stderr
+    rows = {r["name"]: r for r in json.loads(result.stdout)["clusters"]}
+    c = {p["name"]: p for p in rows["spoke-c/spoke-c"]["pools"]}
+    worker = c["spoke-c-worker"]
+    assert (worker["action"], worker["reason"], worker["target"]) == ("noop", "UpToDate", AWS_416_EAST1), worker
+    # A later build than its release's own: newer, not flagged to go back.
+    assert (c["spoke-c-later"]["action"], c["spoke-c-later"]["target"]) == ("noop", AWS_416_EAST1), c["spoke-c-later"]
+    (a,) = rows["spoke-a/spoke-a"]["pools"]
+    assert (a["action"], a["reason"]) == ("patch", "AmiIdOutdated")
+    assert a["target"] == _catalog_ami("4.22", "us-east-1")
+
+
+def test_release_data_is_refused_for_another_release(tmp_path: Path) -> None:
+    hub = _hub(tmp_path, [cluster_deployment("spoke-c", "4.16.3"), machine_pool("spoke-c", "worker", AWS_416_EAST1)])
+    cm = Path(__file__).resolve().parents[1] / "fixtures" / "configmaps" / "coreos-bootimages-4.18.yaml"
+    result = _fleet(str(hub), "--bootimages", f"4.16.3={cm}")
+    assert result.returncode != 0
+    assert "data.releaseVersion: is 4.18.33, not 4.16.3" in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+    result = _fleet(str(hub), "--bootimages", f"4.16={GA_416}")
+    assert result.returncode != 0 and "a whole release, such as 4.16.3" in result.stderr, result.stderr
