@@ -3,7 +3,8 @@
 The unmodified controller of openshift/machine-config-operator 7ff337a (../shared/tools/mco, its own
 process and user) and the daemon start at the same moment on a 4.22 AWS cluster installed at 4.12,
 on openshift/api's real CRDs, EC2 served by moto. A plain, a rhel-10, an Argo CD-tracked and a
-handed-over (by `hand-over`), a claimed, a Hive and an opted-out MachineSet; then a golden-data change. At each step
+handed-over (by `hand-over`), a claimed, a Hive and an opted-out MachineSet; then a golden-data change
+that lands during an upgrade (both wait, `after-upgrade`, and write once it completes). At each step
 `plan --from-cluster` says who writes what next, and that is what happens:
 - one writer per MachineSet (told apart by managedFields): the MCO the plain, the Argo CD and the Hive
   one (it reads neither mark), the daemon the rhel-10, the handed-over and the claimed one, which the
@@ -198,13 +199,25 @@ async def test_beside_the_real_mco_plan_says_who_writes_what_and_that_is_what_ha
                 assert "the Machine Config Operator and GitOps both write" in message
 
                 # A golden-data change, planned before it lands (`--bootimages`, the next release's
-                # ConfigMap): the same writers; then it lands and they write.
+                # ConfigMap): the same writers. It lands while an upgrade is in progress: both
+                # controllers wait (`after-upgrade`), nothing is written for longer than a resync;
+                # once the upgrade completes they write.
                 settled = await planned(cluster)
                 assert set(settled.values()) == {("nobody", "never")}, settled
                 next_cm = tmp_path / "next-coreos-bootimages.json"
                 next_cm.write_text(json.dumps(golden(True)))
                 assert await planned(cluster, "--bootimages", str(next_cm)) == EXPECTED_NEXT
+                await apply(api, cluster_version((("4.23.0", "Partial"), *INSTALLED_412)))
+                # Both read the ClusterVersion from their caches: let its watch event reach them first.
+                await asyncio.sleep(2)
                 await apply(api, golden(True))
+                during = await planned(cluster)
+                assert during == {name: (writer, "after-upgrade") for name, (writer, _) in EXPECTED_NEXT.items()}, during
+                still = {name: ami(ms) for name, ms in (await list_machinesets(api)).items()}
+                await asyncio.sleep(MCO_RESYNC + 3)
+                assert {name: ami(ms) for name, ms in (await list_machinesets(api)).items()} == still, (
+                    "both controllers wait for the upgrade", mco_log.read_text()[-3000:])
+                await apply(api, cluster_version((("4.23.0", "Completed"), *INSTALLED_412)))
                 second = targets(golden(True))
                 await wait_for(lambda: at(api, second), 90, "every MachineSet at the next images")
                 fleet = await list_machinesets(api)
