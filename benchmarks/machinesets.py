@@ -25,6 +25,7 @@ from bootimage_controller.core.enrollment import Enrollment  # noqa: E402
 from bootimage_controller.core.golden import GoldenBootImages  # noqa: E402
 from bootimage_controller.core.model import BootImageDecision, get_path  # noqa: E402
 from bootimage_controller.core.planner import plan_machine  # noqa: E402
+from bootimage_controller.data import bundled_index  # noqa: E402
 
 FIXTURES: Final = REPO / "tests" / "fixtures"
 MACHINESET_FIXTURES: Final = FIXTURES / "machinesets"
@@ -55,7 +56,7 @@ def plan_inputs(platform: str = "AWS") -> PlanInputs:
     """Golden data of 4.22 and an IPI cluster's defaults (everything enrolled, x86_64 control plane)."""
     return PlanInputs(
         golden=GoldenBootImages.from_configmap(configmap_422()),
-        facts=ClusterFacts(platform=platform),
+        facts=ClusterFacts(published=bundled_index(), platform=platform),
         enrollment=Enrollment.from_machine_configuration(None, platform),
     )
 

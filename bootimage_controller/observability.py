@@ -245,6 +245,21 @@ _SUBJECT_KEYS = ("object", "cluster", "machineset", "file", "path")
 _NOT_SHOWN = frozenset({"timestamp", "logger", "logger_name", "level", "event", "exc_info", "exception", "stack"})
 
 
+_NOTED: set[Any] = set()
+
+
+def log_input_notes(notes: Iterable[Any], logger: Any = None) -> None:
+    """Log, once per process, each value the pure core passed over (`core.model.InputNote`): status
+    is recomputed every few seconds from every MachineSet, and one odd value is worth one line."""
+    out = logger or structlog.get_logger("bootimage_controller.skew")
+    for note in notes:
+        if note in _NOTED:
+            continue
+        if len(_NOTED) < 10_000:
+            _NOTED.add(note)
+        out.warning(note.event, **dict(note.fields))
+
+
 def render_sentence(_logger: Any, _name: str, event: MutableMapping[str, Any]) -> str:
     """One plain line for a person at a terminal: `warning: <subject>: <event> (key value, ...)`.
 

@@ -36,11 +36,12 @@ from typing import Any, Protocol
 import structlog
 
 from ..constants import ANNOTATION_ALEPH_VERSION, DEFAULT_ALEPH_REPORT_INTERVAL, MERGE_PATCH
-from ..core.skew.aleph import AlephInfo, read_aleph
+from ..core.skew.aleph import AlephInfo
 from ..errors import AlephError
 from ..kube.api_errors import ApiError
 from ..kube.core_api import CoreApi
 from ..kube.retry import CONNECTION_ERRORS, api_call, describe, retry_on_conflict
+from .aleph_file import read_aleph
 
 log = structlog.get_logger(__name__)
 

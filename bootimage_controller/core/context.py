@@ -50,7 +50,9 @@ class ClusterFacts:
     platform: str | None = None  # Infrastructure status.platformStatus.type (or inferred, see above)
     control_plane_arch: str = DEFAULT_CONTROL_PLANE_ARCH  # RPM name
     multi_arch: bool = False  # ClusterVersion status.desired.architecture == Multi
-    published: PublishedImageIndex = field(default_factory=PublishedImageIndex.bundled)
+    # The published images this controller knows (`bootimage_controller.data.bundled_index()`, read
+    # by the caller: core/ does no I/O). Empty by default: nothing is known to be RHCOS offline.
+    published: PublishedImageIndex = field(default_factory=PublishedImageIndex)
     # Cloud answers (rule 9). None: offline planning. `cloud_platforms` lists the platforms whose
     # lookups were made, so a missing answer means "not found" only for those.
     cloud: CloudFacts | None = None
@@ -93,8 +95,10 @@ def planning_context(
     cloud: CloudFacts | None = None,
     cloud_platforms: frozenset[str] = frozenset(),
     gitops_labels: tuple[str, ...] = (),
+    published: PublishedImageIndex,
 ) -> PlanningContext:
-    """Raises the project's `InputError` subclasses, naming the object (and its file) and field."""
+    """Raises the project's `InputError` subclasses, naming the object (and its file) and field.
+    `published`: the index of published images (`bootimage_controller.data.bundled_index()`)."""
     golden, golden_origin = _golden(objects, golden, golden_origin)
     platform = platform_fact(objects)
     arch = control_plane_arch_fact(objects, arch_override)
@@ -113,6 +117,7 @@ def planning_context(
         vsphere=VSphereTopology.from_infrastructure(objects.infrastructure),
         region=region_of(objects.infrastructure),
         managers=ManagerFacts(mco, gitops_labels),
+        published=published,
     )
     explanation = (
         f"golden boot images: {golden_origin}; {_streams_summary(golden)}",

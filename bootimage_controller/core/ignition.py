@@ -44,13 +44,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
-import structlog
-
 from ..constants import STUB_IGNITION_TARGET_VERSION, USER_DATA_SECRET_KEY
 from ..errors import UserDataError
 from .model import JsonPath, dotted
-
-log = structlog.get_logger(__name__)
 
 # Ignition 2.0.0 .. 2.4.0 are the spec 2 versions ever released.
 _MAX_SPEC2_MINOR = 4

@@ -15,18 +15,14 @@ moving one to the stream's regular AMI would drop its licence.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import lru_cache
-from importlib import resources
 from typing import Any
 
 from ..errors import VersionError
 from .skew.versions import parse_rhcos_version
 
-INDEX_RESOURCE = "published-images.json"
 # `4.18.2025031114`: an Azure paid-offer version, an OpenShift 4.18 image.
 _OCP_MARKETPLACE = re.compile(r"^(\d)\.(\d+)\.\d{10}$")
 
@@ -80,15 +76,3 @@ class PublishedImageIndex:
             release_streams=dict(doc.get("release-streams", {})),
         )
 
-    @classmethod
-    def bundled(cls) -> PublishedImageIndex:
-        return _bundled()
-
-
-@lru_cache(maxsize=1)
-def _bundled() -> PublishedImageIndex:
-    try:
-        text = resources.files("bootimage_controller.data").joinpath(INDEX_RESOURCE).read_text()
-    except FileNotFoundError:
-        return PublishedImageIndex()
-    return PublishedImageIndex.from_json(json.loads(text))

@@ -357,6 +357,19 @@ class Refusal:
     message: str
 
 
+@dataclass(frozen=True)
+class InputNote:
+    """A value in the input that was passed over (it does not parse, or says nothing usable): the
+    pure core says so in its result and its caller logs it (core/ does no logging)."""
+
+    event: str
+    fields: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def of(cls, event: str, **fields: object) -> InputNote:
+        return cls(event, tuple((k, str(v)) for k, v in fields.items()))
+
+
 def first_names(names: Sequence[str], limit: int) -> str:
     """`a, b, c and 7 more`: a message names a few and counts the rest."""
     more = len(names) - limit

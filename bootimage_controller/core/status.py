@@ -29,8 +29,6 @@ from datetime import datetime
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-import structlog
-
 from .. import __version__
 from ..constants import (
     BOOTIMAGES_CONFIGMAP,
@@ -67,7 +65,6 @@ from .times import format_time
 if TYPE_CHECKING:
     pass
 
-log = structlog.get_logger(__name__)
 
 ConditionStatus = Literal["True", "False", "Unknown"]
 # How many error texts a Degraded message lists before summarising the rest.

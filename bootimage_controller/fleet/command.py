@@ -11,9 +11,9 @@ from pathlib import Path
 
 from ..core.fleet import ClusterRow, worst_first
 from ..core.hypershift import PlatformImageCatalog, catalog_from_golden
-from ..core.index import PublishedImageIndex
 from ..core.skew.verdict import SkewLimits
 from ..core.skew.versions import OcpVersion
+from ..data import bundled_index
 from ..errors import InputError, VersionError
 from ..plan.inputs import GoldenSource, load_bootimages_file
 from . import render
@@ -60,7 +60,7 @@ def main(args: argparse.Namespace) -> int:
         render.check_html_available()
     live = args.paths or args.kubeconfig or args.context or args.all_contexts
     sources = discover(args.paths, args.kubeconfig, args.context, args.all_contexts) if live else []
-    index = PublishedImageIndex.bundled()
+    index = bundled_index()
     golden, golden_file, by_release = load_fleet_bootimages(args.bootimages)
     given = {release: catalog_from_golden(source.golden) for release, source in by_release.items()}
     if golden is not None:

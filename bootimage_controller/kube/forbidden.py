@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..constants import MCO_NAMESPACE, ROLE_DAEMON, ROLE_OPERATOR, ROLE_READER
-from ..core.model import first_names
 
 _FORBIDDEN = re.compile(
     r'User "(?P<user>[^"]*)" cannot (?P<verb>[a-z]+) resource "(?P<resource>[^"]+)"'
@@ -74,7 +73,8 @@ def refused_sentence(refusals: Sequence[Refusal], command: str | None, *, unpars
     who = f'user "{user}"' if user else "this user"
     use = _use(command)
     role, grants, manifest = _ROLES[use]
-    text = f"{who} may not {first_names(actions, 4)} (403 Forbidden); the ClusterRole {role} grants what {grants}"
+    shown = ", ".join(actions[:4]) + (f" and {len(actions) - 4} more" if len(actions) > 4 else "")
+    text = f"{who} may not {shown} (403 Forbidden); the ClusterRole {role} grants what {grants}"
     if use == "run":  # a ClusterRole and namespaced Roles, bound to the ServiceAccount by the install
         return f"{text} ({manifest}): run it as the ServiceAccount {MCO_NAMESPACE}/{role} the install binds them to"
     grant = f"oc adm policy add-cluster-role-to-user {role} {user}" if user else f"bind the ClusterRole {role}"

@@ -39,7 +39,6 @@ import structlog
 from kubernetes_asyncio.client import CustomObjectsApi
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from ..core.manager import other_writer_entries
 from .client import raise_for_status, read_json
 from .core_api import CoreApi
 from .retry import Backoff, describe
@@ -50,6 +49,7 @@ KubeObject = dict[str, Any]
 AddHandler = Callable[[KubeObject], None]
 UpdateHandler = Callable[[KubeObject, KubeObject], None]
 DeleteHandler = Callable[[KubeObject], None]
+ManagedFieldsFilter = Callable[[list[Any]], list[Any]]
 
 LIST_PAGE_SIZE = 500
 LIST_TIMEOUT = 60.0
@@ -184,6 +184,7 @@ class Informer:
         share_strings_from: int = SHARE_STRINGS_FROM,
         trim: Callable[[KubeObject], KubeObject] | None = None,
         page_size: int = LIST_PAGE_SIZE,
+        keep_managed_fields: ManagedFieldsFilter | None = None,
     ) -> None:
         """`absent_ok`: a 404 on LIST (the kind is not served, e.g. its CRD is not installed)
         counts as synced-and-empty, and the list is retried with backoff until the kind appears;
@@ -197,8 +198,11 @@ class Informer:
         their own. `trim`: what the cache keeps of each object (the rest is dropped as it arrives;
         handlers see the trimmed object), for kinds of which only a few fields are read.
         `page_size`: objects per list page; a page is decoded whole before it is trimmed, so a
-        trimmed cache of large objects lists in smaller pages (its peak is a page, not the list)."""
+        trimmed cache of large objects lists in smaller pages (its peak is a page, not the list).
+        `keep_managed_fields`: the `metadata.managedFields` entries the cache keeps (the caller knows
+        which writers matter; core.manager's `other_writer_entries` for the daemon); none when None."""
         self.source = source
+        self.keep_managed_fields = keep_managed_fields
         self.page_size = page_size
         self.trim = trim
         self.share_strings_from = share_strings_from
@@ -366,7 +370,7 @@ class Informer:
         """What the cache holds of a listed or watched object: the trimmed form when the informer
         has a `trim` (which keeps none of what `_cached_form` prunes or shares), else the object
         less its other writers' managedFields, its strings shared when `share`."""
-        return self.trim(obj) if self.trim is not None else _cached_form(obj, share)
+        return self.trim(obj) if self.trim is not None else _cached_form(obj, share, self.keep_managed_fields)
 
     # --- list ----------------------------------------------------------------------------------
 
@@ -594,16 +598,16 @@ class SharedStrings:
 _SHARED = SharedStrings()
 
 
-def _cached_form(obj: KubeObject, share: bool) -> KubeObject:
+def _cached_form(obj: KubeObject, share: bool, keep: ManagedFieldsFilter | None) -> KubeObject:
     """What the cache keeps of an object, with shared strings when `share`: of
     `metadata.managedFields` (server-side-apply bookkeeping, often a third of a MachineSet's size)
-    only the entries of writers that can keep the boot image field (SPEC rule 2b's `external`;
-    usually none)."""
+    only the entries `keep` returns (the daemon's: writers that can keep the boot image field, SPEC
+    rule 2b's `external`; usually none)."""
     meta = obj.get("metadata")
     if isinstance(meta, dict):
         entries = meta.pop("managedFields", None)
-        if entries:
-            kept = other_writer_entries(entries)
+        if entries and keep is not None:
+            kept = keep(entries)
             if kept:
                 meta["managedFields"] = kept
     return _SHARED.share(obj) if share else obj

@@ -48,12 +48,19 @@ from kubernetes_asyncio.client import CoordinationV1Api
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from ..constants import LEASE_NAME
-from ..core.times import format_micro_time
 from .client import read_json
 from .fence import NotLeader
 from .retry import describe
 
 log = structlog.get_logger(__name__)
+
+
+def format_micro_time(dt: datetime) -> str:
+    """`metav1.MicroTime` (the Lease's acquire and renew times): `2026-01-02T03:04:05.000000Z`, in UTC
+    (a naive datetime is taken to be UTC). Not `datetime.isoformat()`: it drops a zero fraction,
+    which MicroTime refuses, and says `+00:00`."""
+    utc = dt.replace(tzinfo=UTC) if dt.tzinfo is None else dt.astimezone(UTC)
+    return utc.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 T = TypeVar("T")
 Callback = Callable[[], Coroutine[Any, Any, None]]

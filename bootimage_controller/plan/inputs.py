@@ -59,7 +59,9 @@ from ..core.model import BootImageDecision, get_path
 from ..core.planner import plan_all
 from ..core.skew.assess import assess_skew
 from ..core.skew.verdict import SkewLimits, SkewVerdict
+from ..data import bundled_index
 from ..errors import BootImageControllerError, InputError
+from ..observability import log_input_notes
 
 log = structlog.get_logger(__name__)
 
@@ -639,6 +641,7 @@ def prepare(
         golden_origin=golden.description,
         arch_override=control_plane_arch,
         gitops_labels=gitops_labels,
+        published=bundled_index(),
     )
     return PreparedPlan(inputs, context)
 
@@ -718,6 +721,7 @@ def evaluate_plan_skew(
         )
     except InputError as exc:
         raise exc.located(mc.source if mc else None) from None
+    log_input_notes(assessment.notes)
     return SkewOutcome(assessment.verdict, assessment.status.explanation)
 
 

@@ -34,10 +34,10 @@ from ..constants import (
 )
 from ..core.claims import change_ops
 from ..core.forecast import OPEN_GATE, Forecast
-from ..core.index import PublishedImageIndex
 from ..core.model import BootImageDecision
 from ..core.patching import apply_changes
 from ..core.skew.record import ReleaseSource
+from ..data import bundled_index
 from ..errors import InputError
 
 PLAN_KIND = "BootImagePlan"
@@ -167,7 +167,7 @@ def _releases(d: BootImageDecision) -> tuple[str | None, str | None]:
     """CURRENT and TARGET in one scheme per row: the OpenShift releases that shipped the two RHCOS
     builds when both are known (`4.16` -> `4.22`; builds of two numbering schemes, such as
     `416.94.202405291527-0` and `9.8.20260403-0`, cannot be compared by eye), else the builds."""
-    index = PublishedImageIndex.bundled()
+    index = bundled_index()
     current = index.openshift_release(d.current_release) if d.current_release else None
     target = index.openshift_release(d.target_release) if d.target_release else None
     if (current or not d.current_release) and (target or not d.target_release):

@@ -27,7 +27,6 @@ from ..constants import (
 )
 from ..core.conflicts import conflicts_note
 from ..core.fleet import boot_image_age_seconds, releases_behind
-from ..core.index import PublishedImageIndex
 from ..core.manager import MachineConfigOperator
 from ..core.skew.assess import PassResult, assess_skew
 from ..core.skew.verdict import SkewLimits, SkewVerdict
@@ -41,6 +40,7 @@ from ..core.status import (
     progressing_condition,
 )
 from ..core.verification import VERDICT_VALUES
+from ..data import bundled_index
 from ..errors import BootImageControllerError
 from .state import MachineSetState
 from .status_reconciler import StatusView
@@ -142,6 +142,7 @@ class PassReporter:
             log.error("skew enforcement setting is invalid", error=str(exc))
             self.verdict = None
             return None
+        obs.log_input_notes(assessment.notes)
         self.verdict = assessment.verdict
         obs.SKEW_UPGRADEABLE.set(1 if assessment.verdict.upgradeable else 0)
         obs.SKEW_ENFORCEMENT_NONE.set(1 if assessment.verdict.mode is SkewMode.NONE else 0)
@@ -215,7 +216,7 @@ def pool_boot_image(state: MachineSetState, now: datetime) -> obs.PoolBootImage:
     """The per-pool series of one state: once patched, the pool boots the target."""
     d = state.decision
     current = d.target_release if state.updated and d.target_release else d.current_release
-    index = PublishedImageIndex.bundled()
+    index = bundled_index()
     return obs.PoolBootImage(
         namespace=d.namespace, name=d.name, kind=d.kind, stream=d.stream or "", arch=d.architecture or "",
         release=current or "", target_release=d.target_release or "", manager=str(d.manager),

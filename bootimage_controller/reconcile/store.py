@@ -34,8 +34,9 @@ from ..core.cluster import (
 )
 from ..core.context import PlanningContext, golden_origin, planning_context
 from ..core.golden import GoldenBootImages
-from ..core.index import PublishedImageIndex
 from ..core.machine_cache import trim_capi_machine, trim_infra_machine, trim_machine, trim_node
+from ..core.manager import other_writer_entries
+from ..data import bundled_index
 from ..errors import BootImageControllerError
 from ..kube.fence import UpgradeGateClosed
 from ..kube.informer import LIST_PAGE_SIZE, Informer, ListWatch
@@ -60,7 +61,8 @@ def build_informers(api: Any, capi_version: str, platform: str | None = None) ->
     optional = {r.role for r in (*CAPI_READS, *TEMPLATE_READS, *CAPI_VERIFICATION_READS)}
     informers = {read.role: Informer(_list_watch(api, read), absent_ok=read.group != "",
                                      forbidden_ok=read.role in optional, trim=TRIMS.get(read.role),
-                                     page_size=TRIMMED_PAGE_SIZE if read.role in TRIMS else LIST_PAGE_SIZE)
+                                     page_size=TRIMMED_PAGE_SIZE if read.role in TRIMS else LIST_PAGE_SIZE,
+                                     keep_managed_fields=other_writer_entries)
                  for read in reads}
     informers[MAPI_HOLDER] = Informer(ListWatch.config_maps(api, CLAIM_HOLDER_NAMESPACE, name=CLAIM_HOLDER_NAME))
     informers[CAPI_HOLDER] = Informer(ListWatch.config_maps(api, CAPI_NAMESPACE, name=CLAIM_HOLDER_NAME),
@@ -166,7 +168,7 @@ class ClusterView:
         informer lists long before the MachineSets', so the first plan no longer waits the ~7 ms of
         parsing it and loading the bundled image index (issue 36)."""
         self.parse_golden(configmap)
-        PublishedImageIndex.bundled()
+        bundled_index()
 
     def parse_golden(self, configmap: Mapping[str, Any] | None) -> GoldenBootImages | None:
         """The golden boot images of `configmap`, parsed once per version of it (uid and
@@ -224,7 +226,8 @@ class ClusterView:
             golden = self.parse_golden(objects.bootimages)
             try:
                 ctx = planning_context(replace(objects, machines=machines), gitops_labels=self.gitops_labels,
-                                       golden=golden, golden_origin=golden_origin(objects) if golden else None)
+                                       golden=golden, golden_origin=golden_origin(objects) if golden else None,
+                                       published=bundled_index())
                 self._inputs = ClusterInputs(ctx, None, objects)
             except BootImageControllerError as exc:
                 log.error("cannot plan: bad cluster input", error=str(exc))

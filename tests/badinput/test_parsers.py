@@ -17,6 +17,7 @@ from bootimage_controller.core.model import BootImageDecision, MachineResource
 from bootimage_controller.core.planner import plan_machine
 from bootimage_controller.core.skew.aleph import parse_aleph
 from bootimage_controller.core.skew.versions import OcpVersion, RhelVersion, parse_rhcos_version
+from bootimage_controller.data import bundled_index
 from bootimage_controller.errors import AlephError, GoldenDataError, InputError, SelectorError, VersionError
 
 from .corpus import (
@@ -198,7 +199,7 @@ def test_machine_resource_errors_are_input_errors(value: Any) -> None:
 @pytest.fixture(scope="module")
 def patch_decision() -> BootImageDecision:
     golden = GoldenBootImages.from_configmap(configmap())
-    decision = plan_machine(machineset(AWS, "looping"), golden, ClusterFacts(platform="AWS"), Enrollment.from_machine_configuration(None, "AWS"))
+    decision = plan_machine(machineset(AWS, "looping"), golden, ClusterFacts(published=bundled_index(), platform="AWS"), Enrollment.from_machine_configuration(None, "AWS"))
     assert decision.target is not None
     return decision
 

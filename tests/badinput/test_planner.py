@@ -13,6 +13,7 @@ from bootimage_controller.core.enrollment import Enrollment
 from bootimage_controller.core.golden import GoldenBootImages
 from bootimage_controller.core.model import BootImageDecision
 from bootimage_controller.core.planner import plan_all, plan_machine
+from bootimage_controller.data import bundled_index
 
 from .corpus import (
     AWS,
@@ -25,7 +26,7 @@ from .corpus import (
     machineset,
 )
 
-FACTS = ClusterFacts(platform="AWS")
+FACTS = ClusterFacts(published=bundled_index(), platform="AWS")
 ENROLLED = Enrollment.from_machine_configuration(None, "AWS")
 
 

@@ -15,7 +15,7 @@ import yaml
 
 from bootimage_controller.core.fleet import ClusterRow, PoolRow, releases_behind, worst_first
 from bootimage_controller.core.hypershift import PlatformImageCatalog, default_stream, release_of_image
-from bootimage_controller.core.index import PublishedImageIndex
+from bootimage_controller.data import bundled_index
 from bootimage_controller.errors import InputError
 from bootimage_controller.fleet import read as fleet_read
 from bootimage_controller.fleet.run import read_fleet
@@ -37,7 +37,7 @@ def test_release_and_stream_of_a_node_pool() -> None:
 
 
 def test_the_bundled_catalog_knows_each_release_stream_and_region() -> None:
-    catalog = PlatformImageCatalog(PublishedImageIndex.bundled().release_streams)
+    catalog = PlatformImageCatalog(bundled_index().release_streams)
     found = catalog.find("4.22.0", "rhel-10", "aarch64", "AWS", "us-east-1")
     assert found.image and found.image.startswith("ami-") and found.missing is None
     gone = catalog.find("4.22.0", "rhel-9", "x86_64", "AWS", "me-south-1")  # 4.22 dropped the region
@@ -121,7 +121,7 @@ async def test_a_broken_or_slow_cluster_is_a_row_and_the_others_complete(tmp_pat
     from bootimage_controller.core.skew.verdict import SkewLimits
 
     options = fleet_read.FleetOptions(None, SkewLimits.from_flags("4.13.0", "9.2", ocp_flag="o", rhel_flag="r"),
-                                      Catalog({}), PublishedImageIndex.bundled(), datetime.now(UTC))
+                                      Catalog({}), bundled_index(), datetime.now(UTC))
     rows: list[ClusterRow] = []
     sources = [slow, ClusterSource("broken", tree=broken), *(ClusterSource(t.name, tree=t) for t in trees)]
     await read_fleet(sources, options, parallel=2, timeout=1.0, on_rows=rows.extend)
@@ -177,8 +177,8 @@ def test_an_unpinned_node_pool_is_told_it_moves_to_rhel10_at_5_0_and_whether_it_
 
     from .hosted import hosted_cluster, node_pool
 
-    catalog = PlatformImageCatalog(PublishedImageIndex.bundled().release_streams)
-    index = PublishedImageIndex.bundled()
+    catalog = PlatformImageCatalog(bundled_index().release_streams)
+    index = bundled_index()
     now = datetime(2026, 11, 27, tzinfo=UTC)
     east = hosted_cluster("east", "us-east-1", "4.21.3")
     gulf = hosted_cluster("gulf", "me-south-1", "4.21.3")

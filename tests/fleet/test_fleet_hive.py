@@ -13,13 +13,13 @@ from typing import Any
 
 import yaml
 
-from bootimage_controller.core.index import PublishedImageIndex
+from bootimage_controller.data import bundled_index
 
 AWS_416_EAST1 = "ami-05483066c3caaccf5"  # 416.94.202405291527-0, us-east-1
 
 
 def _catalog_ami(release_minor: str, region: str) -> str:
-    streams = PublishedImageIndex.bundled().release_streams[release_minor]
+    streams = bundled_index().release_streams[release_minor]
     return str(streams["rhel-9"]["x86_64"]["aws"][region])
 
 
@@ -92,7 +92,7 @@ def test_a_hub_lists_machinepools_whose_ami_id_is_not_their_releases(tmp_path: P
     from bootimage_controller.core.hive import machine_pool_row
     from bootimage_controller.core.hypershift import PlatformImageCatalog
 
-    index = PublishedImageIndex.bundled()
+    index = bundled_index()
     row = machine_pool_row(machine_pool("spoke-a", "pinned-old", AWS_416_EAST1), cluster_deployment("spoke-a", "4.22.1"),
                            "4.22.1", PlatformImageCatalog(index.release_streams), index, datetime.now(UTC))
     assert row.reason == "AmiIdOutdated" and "4.22.1 may have shipped an earlier one" in row.message

@@ -38,8 +38,8 @@ from bootimage_controller.constants import (
     MAPI_NAMESPACE,
     MCO_NAMESPACE,
 )
-from bootimage_controller.core.times import format_micro_time
 from bootimage_controller.daemon import run as daemon
+from bootimage_controller.kube.leader import format_micro_time
 
 from .daemon_helpers import (
     AUDIT_POLICY,

@@ -14,7 +14,6 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from bootimage_controller.core.times import format_micro_time
 from bootimage_controller.kube.fence import NotLeader
 from bootimage_controller.kube.leader import (
     OPENSHIFT_TIMINGS,
@@ -27,6 +26,7 @@ from bootimage_controller.kube.leader import (
     LeaseRecord,
     LeaseTimings,
     WorkCancelled,
+    format_micro_time,
 )
 
 WAIT = 5.0

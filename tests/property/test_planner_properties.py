@@ -17,6 +17,7 @@ from bootimage_controller.core.enrollment import Enrollment
 from bootimage_controller.core.golden import GoldenBootImages
 from bootimage_controller.core.model import BootImageDecision
 from bootimage_controller.core.planner import plan_machine
+from bootimage_controller.data import bundled_index
 from bootimage_controller.errors import GoldenDataError
 
 from .strategies import (
@@ -48,7 +49,7 @@ def _check(decision: BootImageDecision) -> None:
 
 @st.composite
 def cluster_facts(draw: st.DrawFn) -> ClusterFacts:
-    return ClusterFacts(
+    return ClusterFacts(published=bundled_index(),
         platform=draw(PLATFORMS),
         control_plane_arch=draw(ARCHES),
         multi_arch=draw(st.booleans()),
@@ -129,7 +130,7 @@ def cloud_answers(draw: st.DrawFn) -> CloudFacts:
 @settle
 @given(machineset_objects, cloud_answers())
 def test_cloud_answers_of_any_shape_never_break_a_decision(obj: Any, cloud: CloudFacts) -> None:
-    facts = ClusterFacts(platform="AWS", cloud=cloud, cloud_platforms=frozenset({"AWS", "GCP", "Azure", "VSphere"}))
+    facts = ClusterFacts(published=bundled_index(), platform="AWS", cloud=cloud, cloud_platforms=frozenset({"AWS", "GCP", "Azure", "VSphere"}))
     _check(plan_machine(obj, GOLDEN, facts, Enrollment.from_machine_configuration(None, "AWS")))
 
 

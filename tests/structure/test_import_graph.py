@@ -239,3 +239,43 @@ def test_docs_design_names_every_module() -> None:
     unnamed = sorted(str(p.relative_to(PACKAGE.parent)) for p in PACKAGE.rglob("*.py")
                      if p.name != "__init__.py" and not re.search(rf"\b{re.escape(p.stem)}\b", doc))
     assert unnamed == []
+
+
+# What reads files, the clock of the outside world's state, or logs: core/ hands data back instead
+# (issue 46, item 3). Its callers read the aleph file (commands/aleph_file.py) and the bundled index
+# (bootimage_controller.data) and log what the core passed over (`InputNote`).
+STDLIB_IO = ("logging", "structlog", "pathlib", "os", "io", "shutil", "tempfile", "glob", "importlib", "asyncio",
+             "ssl", "http", "urllib")
+
+
+def _io_in(path: Path) -> list[str]:
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+            [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+        found += [n for n in names if n.split(".")[0] in STDLIB_IO]
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "open":
+            found.append(f"open() at line {node.lineno}")
+    return found
+
+
+def test_core_reads_no_file_and_logs_nothing() -> None:
+    core = {name: path for name, path in modules().items() if name.startswith("bootimage_controller.core")}
+    assert len(core) > 30
+    assert {name: hits for name, path in core.items() if (hits := _io_in(path))} == {}
+
+
+def test_the_io_check_can_fail(tmp_path: Path) -> None:
+    sample = tmp_path / "sample.py"
+    sample.write_text("import structlog\nfrom pathlib import Path\ntext = open('x').read()\n")
+    assert _io_in(sample) == ["structlog", "pathlib", "open() at line 3"]
+
+
+def test_kube_imports_nothing_from_core() -> None:
+    """The API boundary sits below the pure core, not above it: what kube/ needs to know about
+    managers is passed to it (the informer's `keep_managed_fields`)."""
+    g = graph()
+    kube = {m for m in g if m.startswith("bootimage_controller.kube")}
+    assert len(kube) > 10
+    assert {m: sorted(t for t in g[m] if t.startswith("bootimage_controller.core")) for m in kube
+            if any(t.startswith("bootimage_controller.core") for t in g[m])} == {}

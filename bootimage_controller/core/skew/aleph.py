@@ -15,18 +15,20 @@ FCOS/OKD build ids (`32.20201002.dev.2`, `43.20260301.20.dev1`) are valid aleph 
 accepts them and `aleph-report` annotates them as they are, because the annotation records a fact
 about the node, not a judgement. They are not RHCOS build ids, so the skew side
 (`record.summarize_alephs`) treats them as unknown and falls back to the install version.
+
+Pure: the file is read by `commands/aleph_file.read_aleph`, which hands the text to `parse_aleph`.
 """
 
 from __future__ import annotations
 
 import json
+import posixpath
 import re
 from dataclasses import dataclass
 from enum import StrEnum
-from pathlib import Path
 from typing import Any
 
-from ...constants import ALEPH_FILE, BOOTC_ALEPH_FILE
+from ...constants import BOOTC_ALEPH_FILE
 from ...errors import AlephError, VersionError
 from .versions import RhcosVersion, parse_rhcos_version
 
@@ -109,44 +111,6 @@ def _build_id(data: dict[str, Any], source: str) -> tuple[str, str]:
 def _format(data: dict[str, Any], field: str, source: str) -> AlephFormat:
     if field == "build":
         return AlephFormat.COSA
-    if Path(source).name == BOOTC_ALEPH_FILE or _BOOTC_KEYS & data.keys():
+    if posixpath.basename(source) == BOOTC_ALEPH_FILE or _BOOTC_KEYS & data.keys():
         return AlephFormat.BOOTC
     return AlephFormat.OSBUILD
-
-
-def read_aleph(sysroot_path: str | Path) -> AlephInfo:
-    """Read the node's aleph: `<dir>/.coreos-aleph-version.json`, else `<dir>/.bootc-aleph.json`.
-
-    `sysroot_path` is the sysroot directory (normally `/sysroot`) or a file. A file path is read as
-    given; when it is missing and named `.coreos-aleph-version.json`, the bootc file beside it is
-    tried (bootupd's order). Raises `AlephError` naming the file(s) when nothing usable is found.
-    """
-    path = Path(sysroot_path)
-    if path.is_dir():
-        candidates = [path / ALEPH_FILE, path / BOOTC_ALEPH_FILE]
-    elif path.name == ALEPH_FILE:
-        candidates = [path, path.with_name(BOOTC_ALEPH_FILE)]
-    else:
-        candidates = [path]
-    for candidate in candidates:
-        text = _read_text(candidate)
-        if text is not None:
-            return parse_aleph(text, str(candidate))
-    raise AlephError(" or ".join(str(c) for c in candidates), None, "no aleph file found")
-
-
-def _read_text(path: Path) -> str | None:
-    """The file's text; None when it does not exist (a dangling symlink counts as missing)."""
-    try:
-        with path.open("rb") as fh:
-            raw = fh.read(MAX_ALEPH_BYTES + 1)
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise AlephError(str(path), None, f"cannot read: {exc.strerror or exc}") from None
-    if len(raw) > MAX_ALEPH_BYTES:
-        raise AlephError(str(path), None, "far too large for an aleph file")
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise AlephError(str(path), None, f"not UTF-8 text: {exc.reason} at byte {exc.start}") from None

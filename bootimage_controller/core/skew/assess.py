@@ -15,7 +15,7 @@ from ..cluster import ClusterObjects, control_plane_topology, is_control_plane_n
 from ..context import ClusterFacts
 from ..enrollment import Enrollment, SelectionMode
 from ..golden import GoldenBootImages
-from ..model import BootImageDecision, get_path
+from ..model import BootImageDecision, InputNote, get_path
 from ..planner import identify_boot_image
 from .policy import (
     SkewEnforcementStatus,
@@ -34,6 +34,7 @@ from .versions import OcpVersion
 class SkewAssessment:
     status: SkewEnforcementStatus  # what to write to status.bootImageSkewEnforcementStatus
     verdict: SkewVerdict
+    notes: tuple[InputNote, ...] = ()  # values passed over on the way, for the caller to log
 
 
 @dataclass(frozen=True)
@@ -60,7 +61,8 @@ def assess_skew(
     """Raises the project's InputError when `spec.bootImageSkewEnforcement` is invalid."""
     mc = cluster.machine_configuration
     setting = SkewSetting.from_machine_configuration(mc)
-    install_version = install_version_from_cluster_version(cluster.cluster_version)
+    notes: list[InputNote] = []
+    install_version = install_version_from_cluster_version(cluster.cluster_version, notes)
     status = effective_skew_mode(
         setting,
         # The planner's platform (Infrastructure's, or the one the providerSpecs name without it).
@@ -68,7 +70,7 @@ def assess_skew(
         control_plane_topology=control_plane_topology(cluster.infrastructure),
         all_machinesets_enrolled=enrollment.machinesets.mode is SelectionMode.ALL,
         install_version=install_version,
-        previous_status=previous_status_of(mc),
+        previous_status=previous_status_of(mc, notes),
     )
     opted_out, mco_writes = _opted_out(enrollment, machines)
     if status.mode is SkewMode.AUTOMATIC and (opted_out or mco_writes):
@@ -89,17 +91,18 @@ def assess_skew(
             target_releases=after_pass.target_releases,
             configmap_release_version=golden.release_version if golden else None,
             install_version=install_version,
+            notes=notes,
         )
-    aleph = install_aleph(cluster.nodes)
+    aleph = install_aleph(cluster.nodes, notes)
     inputs = [
-        _skew_input(skew_evidence(decision, obj, golden, facts), obj, aleph, install_version)
+        _skew_input(skew_evidence(decision, obj, golden, facts), obj, aleph, install_version, notes)
         for decision, obj in machines
         if judged_for_skew(decision)
     ]
     verdict = evaluate_skew(
         status, inputs, limits, degraded, degraded_message, cluster_version_minor(cluster.cluster_version)
     )
-    return SkewAssessment(status, verdict)
+    return SkewAssessment(status, verdict, tuple(dict.fromkeys(notes)))
 
 
 def skew_evidence(
@@ -152,10 +155,10 @@ def _unmanaged(decision: BootImageDecision) -> bool:
     return decision.action is Action.SKIP and decision.reason == Reason.WINDOWS
 
 
-def install_aleph(nodes: Iterable[Mapping[str, Any]]) -> str | None:
+def install_aleph(nodes: Iterable[Mapping[str, Any]], notes: list[InputNote] | None = None) -> str | None:
     """The oldest control-plane Node's aleph build: what MachineSets never updated still boot (SPEC
     section 5, the third evidence). None when no control-plane Node carries one."""
-    return min_aleph(_annotations(n) for n in nodes if is_control_plane_node(n))
+    return min_aleph((_annotations(n) for n in nodes if is_control_plane_node(n)), notes)
 
 
 def _annotations(obj: Mapping[str, Any] | None) -> Mapping[str, str]:
@@ -164,11 +167,13 @@ def _annotations(obj: Mapping[str, Any] | None) -> Mapping[str, str]:
 
 
 def _skew_input(
-    d: BootImageDecision, obj: Mapping[str, Any] | None, aleph: str | None, install_version: OcpVersion | None
+    d: BootImageDecision, obj: Mapping[str, Any] | None, aleph: str | None, install_version: OcpVersion | None,
+    notes: list[InputNote],
 ) -> MachineSetSkewInput:
     labels = get_path(obj, ("metadata", "labels")) if obj is not None else None
     label = labels.get(LABEL_OSSTREAM) if isinstance(labels, Mapping) else None
-    release = machineset_boot_image(_annotations(obj), d.current_release, d.current_release_source, aleph, install_version)
+    release = machineset_boot_image(_annotations(obj), d.current_release, d.current_release_source, aleph,
+                                    install_version, notes)
     skipped = str(d.reason) if d.action is Action.SKIP and d.reason in LEFT_BEHIND else None
     return MachineSetSkewInput(d.key, label if isinstance(label, str) else None, release, skipped)
 

@@ -28,8 +28,6 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, TypeVar
 
-import structlog
-
 from ...constants import (
     DEFAULT_ENROLLED_PLATFORMS,
     MACHINECONFIGURATION_KIND,
@@ -39,6 +37,7 @@ from ...constants import (
     SkewMode,
 )
 from ...errors import InputError
+from ..model import InputNote
 from .record import (
     BootImageRecord,
     BootImageRelease,
@@ -47,8 +46,6 @@ from .record import (
     validate_api_version,
 )
 from .versions import OcpVersion
-
-log = structlog.get_logger(__name__)
 
 MC_OBJECT = f"{MACHINECONFIGURATION_KIND} {MACHINECONFIGURATION_NAME}"
 SPEC_FIELD = "spec.bootImageSkewEnforcement"
@@ -228,6 +225,7 @@ class SkewEnforcementStatus:
         target_releases: list[str] | tuple[str, ...],
         configmap_release_version: str | None,
         install_version: OcpVersion | None,
+        notes: list[InputNote] | None = None,
     ) -> SkewEnforcementStatus:
         """The status after a MachineSet pass: only the Automatic record moves (record.py)."""
         if self.mode is not SkewMode.AUTOMATIC:
@@ -239,6 +237,7 @@ class SkewEnforcementStatus:
             target_releases=target_releases,
             configmap_release_version=configmap_release_version,
             install_version=install_version,
+            notes=notes,
         )
         return self if record == self.automatic else replace(self, automatic=record)
 
@@ -263,11 +262,13 @@ class SkewEnforcementStatus:
         return cls(mode)
 
 
-def previous_status_of(mc: Mapping[str, Any] | None) -> SkewEnforcementStatus | None:
+def previous_status_of(mc: Mapping[str, Any] | None, notes: list[InputNote] | None = None
+                       ) -> SkewEnforcementStatus | None:
     """The skew status already on MachineConfiguration `cluster`; None when absent or invalid.
 
-    An invalid status (hand-edited, or written by a newer operator) is logged and treated as
-    absent: the mode is derived afresh and an Automatic record is re-seeded at the install version.
+    An invalid status (hand-edited, or written by a newer operator) is noted (`notes`, for the
+    caller to log) and treated as absent: the mode is derived afresh and an Automatic record is
+    re-seeded at the install version.
     """
     status = mc.get("status") if isinstance(mc, Mapping) else None
     value = status.get("bootImageSkewEnforcementStatus") if isinstance(status, Mapping) else None
@@ -276,7 +277,8 @@ def previous_status_of(mc: Mapping[str, Any] | None) -> SkewEnforcementStatus | 
     try:
         return SkewEnforcementStatus.from_status(value)
     except InputError as exc:
-        log.warning("the recorded bootImageSkewEnforcementStatus is invalid; not used", error=str(exc))
+        if notes is not None:
+            notes.append(InputNote.of("the recorded bootImageSkewEnforcementStatus is invalid; not used", error=exc))
         return None
 
 
@@ -331,7 +333,8 @@ def effective_skew_mode(
     )
 
 
-def install_version_from_cluster_version(cv: Mapping[str, Any] | None) -> OcpVersion | None:
+def install_version_from_cluster_version(cv: Mapping[str, Any] | None, notes: list[InputNote] | None = None
+                                        ) -> OcpVersion | None:
     """The install version: the oldest Completed `status.history` entry (the list is newest
     first, so scan from the end); none Completed -> the oldest entry. None when nothing says: no
     ClusterVersion, no history, or a version that does not parse. Unknown is never guessed (an
@@ -347,7 +350,8 @@ def install_version_from_cluster_version(cv: Mapping[str, Any] | None) -> OcpVer
     try:
         return OcpVersion.parse(str(version or ""), "ClusterVersion version status.history[].version")
     except InputError:
-        log.warning("the ClusterVersion install version does not parse; not used", value=version)
+        if notes is not None:
+            notes.append(InputNote.of("the ClusterVersion install version does not parse; not used", value=version))
         return None
 
 

@@ -23,13 +23,10 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-import structlog
-
 from ...constants import ANNOTATION_ALEPH_VERSION, ANNOTATION_RELEASE, UNKNOWN_RELEASE_VERSION
 from ...errors import InputError, VersionError
+from ..model import InputNote
 from .versions import OcpVersion, RhcosVersion, marketplace_ocp_version, parse_rhcos_version
-
-log = structlog.get_logger(__name__)
 
 
 class ReleaseSource(StrEnum):
@@ -148,6 +145,7 @@ def machineset_boot_image(
     decision_release_source: str | None,
     aleph_min: str | None,
     install_version: OcpVersion | None,
+    notes: list[InputNote] | None = None,
 ) -> BootImageRelease | None:
     """A MachineSet's boot image release, from the best evidence (SPEC section 5, in order).
 
@@ -158,7 +156,7 @@ def machineset_boot_image(
     None when none of these says (no ClusterVersion either): unknown, never guessed.
 
     A value that is not an RHCOS build id (a hand-edited annotation, an FCOS aleph) is passed over
-    with a log line and the next source is used. The fallbacks describe the install-time boot image,
+    with a note in `notes` (the caller logs it) and the next source is used. The fallbacks describe the install-time boot image,
     the oldest a MachineSet can plausibly boot, so passing over a bad value errs towards holding
     upgrades, never towards hiding an old image.
     """
@@ -166,8 +164,8 @@ def machineset_boot_image(
     if recorded is not None:
         if _is_rhcos(recorded):
             return BootImageRelease.rhcos(recorded.strip(), ReleaseSource.MACHINESET_RECORD)
-        _warn_once("the boot-image-release annotation is not an RHCOS build id; judged by the next evidence", recorded,
-                   annotation=ANNOTATION_RELEASE)
+        _note(notes, "the boot-image-release annotation is not an RHCOS build id; judged by the next evidence",
+              value=recorded, annotation=ANNOTATION_RELEASE)
     source = _release_source(decision_release_source)
     if decision_current_release and source in IMAGE_SOURCES:
         if _is_rhcos(decision_current_release):
@@ -177,8 +175,8 @@ def machineset_boot_image(
         paid = marketplace_ocp_version(decision_current_release)
         if paid is not None:
             return BootImageRelease.ocp(paid, source)
-        _warn_once("the current image's release is not an RHCOS build id; judged by the next evidence",
-                   decision_current_release, source=str(source))
+        _note(notes, "the current image's release is not an RHCOS build id; judged by the next evidence",
+              value=decision_current_release, source=str(source))
     if aleph_min and _is_rhcos(aleph_min):
         return BootImageRelease.rhcos(aleph_min.strip(), ReleaseSource.ALEPH)
     if install_version is None:
@@ -186,16 +184,10 @@ def machineset_boot_image(
     return BootImageRelease.ocp(install_version, ReleaseSource.INSTALL_VERSION)
 
 
-_WARNED: set[tuple[str, str]] = set()
-
-
-def _warn_once(event: str, value: str, **fields: str) -> None:
-    """Status is recomputed every few seconds from every MachineSet: say each odd value once."""
-    if (event, value) in _WARNED:
-        return
-    if len(_WARNED) < 10_000:
-        _WARNED.add((event, value))
-    log.warning(event, value=value, **fields)
+def _note(notes: list[InputNote] | None, event: str, **fields: object) -> None:
+    """A passed-over value, for the caller to log (once: status is recomputed every few seconds)."""
+    if notes is not None:
+        notes.append(InputNote.of(event, **fields))
 
 
 def _release_source(value: str | None) -> ReleaseSource | None:
@@ -272,16 +264,13 @@ def _aleph_key(v: RhcosVersion) -> tuple[Any, ...]:
     return (v.rhel, v.build_order)
 
 
-def min_aleph(node_annotations: Iterable[Mapping[str, str]]) -> str | None:
-    """The oldest RHCOS aleph across the given Nodes' annotations (None when none is usable)."""
+def min_aleph(node_annotations: Iterable[Mapping[str, str]], notes: list[InputNote] | None = None) -> str | None:
+    """The oldest RHCOS aleph across the given Nodes' annotations (None when none is usable); the
+    values passed over go to `notes`."""
     summary = summarize_alephs(node_annotations)
     for item in summary.ignored:
-        log.warning(
-            "a control-plane aleph annotation is not an RHCOS build id; not used",
-            annotation=ANNOTATION_ALEPH_VERSION,
-            value=item.value,
-            reason=item.problem,
-        )
+        _note(notes, "a control-plane aleph annotation is not an RHCOS build id; not used",
+              annotation=ANNOTATION_ALEPH_VERSION, value=item.value, reason=item.problem)
     return summary.minimum
 
 
@@ -383,6 +372,7 @@ def automatic_record_after_pass(
     target_releases: Iterable[str],
     configmap_release_version: str | None,
     install_version: OcpVersion | None,
+    notes: list[InputNote] | None = None,
 ) -> BootImageRecord | None:
     """The Automatic-mode record after one MachineSet pass (reference section 11.3).
 
@@ -410,9 +400,7 @@ def automatic_record_after_pass(
         return BootImageRecord(rhcos_version=oldest)
     ocp = _recordable_release_version(configmap_release_version)
     if ocp is None:
-        log.warning(
-            "automatic_record_unchanged", reason="no usable releaseVersion", value=configmap_release_version
-        )
+        _note(notes, "automatic_record_unchanged", reason="no usable releaseVersion", value=configmap_release_version)
         return current
     return BootImageRecord(ocp_version=ocp)
 

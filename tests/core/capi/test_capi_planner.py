@@ -12,6 +12,7 @@ from bootimage_controller.core.capi.resources import new_template_name
 from bootimage_controller.core.context import ClusterFacts
 from bootimage_controller.core.enrollment import Enrollment
 from bootimage_controller.core.model import FieldChange
+from bootimage_controller.data import bundled_index
 from core.planner.support import golden, machineset, plan
 
 from .objects import capi_object, cluster_owner, managers, template
@@ -27,7 +28,7 @@ def enrollment(*resources: str) -> Enrollment:
 
 def mapi_target(fixture: str) -> Any:
     """What the Machine API planner decides for the same boot image: the CAPI target must match."""
-    return plan(machineset(fixture), "cm-4.22", facts=ClusterFacts(platform="AWS")).target
+    return plan(machineset(fixture), "cm-4.22", facts=ClusterFacts(published=bundled_index(), platform="AWS")).target
 
 
 def aws(name: str = "aws-tmpl", ami: str = AWS_416) -> dict[str, Any]:
@@ -35,7 +36,7 @@ def aws(name: str = "aws-tmpl", ami: str = AWS_416) -> dict[str, Any]:
 
 
 def decide(obj: dict[str, Any], tmpl: dict[str, Any] | None, *resources: str, **kw: Any) -> Any:
-    facts = ClusterFacts(platform=kw.pop("platform", "AWS"), region=kw.pop("region", "us-east-1"))
+    facts = ClusterFacts(published=bundled_index(), platform=kw.pop("platform", "AWS"), region=kw.pop("region", "us-east-1"))
     return plan_capi(obj, tmpl, G, facts, enrollment(*resources or ("machinesets",)), **kw)
 
 
@@ -98,7 +99,7 @@ def test_vsphere_templates_are_planned_not_written() -> None:
 
 def test_capi_is_opt_in_and_machinedeployments_need_their_own_entry() -> None:
     ms = capi_object("MachineSet", "w", "AWSMachineTemplate", "t")
-    d = plan_capi(ms, aws("t"), G, ClusterFacts(platform="AWS", region="us-east-1"),
+    d = plan_capi(ms, aws("t"), G, ClusterFacts(published=bundled_index(), platform="AWS", region="us-east-1"),
                   Enrollment.from_machine_configuration(None, "AWS"))
     assert d.reason == Reason.NOT_ENROLLED
     assert "for Cluster API MachineSets" in d.message and "x-k8s.ios" not in d.message
@@ -160,11 +161,11 @@ def test_skew_judges_the_pool_once_whichever_side_is_authoritative() -> None:
     mapi["status"] = {"authoritativeAPI": "ClusterAPI"}
     d = plan(mapi, "cm-4.22")
     # The Machine API side is still identified (its providerSpec follows the pool) ...
-    assert judged_for_skew(d) and skew_evidence(d, mapi, G, ClusterFacts()).current_release == "416.94.202405291527-0"
+    assert judged_for_skew(d) and skew_evidence(d, mapi, G, ClusterFacts(published=bundled_index())).current_release == "416.94.202405291527-0"
     # ... and a CAPI object counts only when it is planned: not when opt-in left it out.
     capi = decide(capi_object("MachineSet", "w", "AWSMachineTemplate", "t"), aws("t"))
     assert judged_for_skew(capi) and capi.current_release == "416.94.202405291527-0"
-    not_enrolled = plan_capi(capi_object("MachineSet", "w", "AWSMachineTemplate", "t"), aws("t"), G, ClusterFacts(),
+    not_enrolled = plan_capi(capi_object("MachineSet", "w", "AWSMachineTemplate", "t"), aws("t"), G, ClusterFacts(published=bundled_index()),
                              Enrollment.from_machine_configuration(None, "AWS"))
     assert not judged_for_skew(not_enrolled)
 
@@ -217,7 +218,7 @@ def test_the_mco_writes_aws_capi_pools_behind_its_gates_when_listed(gates_on: tu
     gate_on = all(gates_on)
     gates = frozenset(g for g, on in zip((GATE_AWS_CAPI, GATE_CAPI_MACHINE_MANAGEMENT), gates_on, strict=True) if on)
     mco = MachineConfigOperator("4.23.0", OcpVersion.parse("4.23.0", "test"), gates)
-    facts = ClusterFacts(platform=platform, region="us-east-1", managers=ManagerFacts(mco=mco))
+    facts = ClusterFacts(published=bundled_index(), platform=platform, region="us-east-1", managers=ManagerFacts(mco=mco))
     resource = "machinedeployments" if kind == "MachineDeployment" else "machinesets"
     # Listed for both: the MCO and this controller read the same managedBootImages.
     enrolled = enrollment(resource) if listed else enrollment()
@@ -236,7 +237,7 @@ def test_a_capi_machineset_its_machinedeployment_owns_is_not_the_mcos_own_pool()
 
     mco = MachineConfigOperator("4.23.0", OcpVersion.parse("4.23.0", "test"),
                                 frozenset({GATE_AWS_CAPI, "ClusterAPIMachineManagement"}))
-    facts = ClusterFacts(platform="AWS", region="us-east-1", managers=ManagerFacts(mco=mco))
+    facts = ClusterFacts(published=bundled_index(), platform="AWS", region="us-east-1", managers=ManagerFacts(mco=mco))
     owned = capi_object("MachineSet", "pool-abc", "AWSMachineTemplate", "aws-tmpl", owners=[
         {"apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "MachineDeployment", "name": "pool", "uid": "md-1"}])
     assert plan_capi(owned, aws(), G, facts, enrollment("machinesets")).manager is not Manager.MCO

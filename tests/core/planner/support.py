@@ -19,6 +19,7 @@ from bootimage_controller.core.golden import GoldenBootImages, merge_marketplace
 from bootimage_controller.core.index import PublishedImageIndex
 from bootimage_controller.core.model import BootImageDecision, FieldChange, JsonPath
 from bootimage_controller.core.planner import plan_machine
+from bootimage_controller.data import bundled_index
 
 ROOT = Path(__file__).resolve().parents[3]
 MACHINESETS = ROOT / "tests" / "fixtures" / "machinesets"
@@ -106,7 +107,7 @@ def plan(
     enrollment: Enrollment = ALL_ENROLLED,
 ) -> BootImageDecision:
     g = golden(golden_id) if isinstance(golden_id, str) else golden_id
-    return plan_machine(obj, g, facts or ClusterFacts(), enrollment)
+    return plan_machine(obj, g, facts or ClusterFacts(published=bundled_index()), enrollment)
 
 
 def set_path(obj: Any, path: JsonPath, value: Any) -> None:
@@ -154,6 +155,5 @@ def facts_with(
     **extra: Any,
 ) -> ClusterFacts:
     kwargs: dict[str, Any] = dict(extra)
-    if published is not None:
-        kwargs["published"] = published
+    kwargs["published"] = published if published is not None else bundled_index()
     return ClusterFacts(cloud=cloud, cloud_platforms=frozenset(platforms), **kwargs)

@@ -21,6 +21,7 @@ from bootimage_controller.core.skew.policy import (
     effective_skew_mode,
 )
 from bootimage_controller.core.skew.record import machineset_boot_image
+from bootimage_controller.data import bundled_index
 
 AWS = machineset_from_fixture("aws-x86_64-us-east-1a-4.16.yaml", "aws")
 GCP = machineset_from_fixture("gcp-x86_64-us-central1-a-4.16.yaml", "gcp")
@@ -36,7 +37,7 @@ def test_infrastructure_names_the_platform_whatever_the_machinesets_say() -> Non
 
 
 def test_without_infrastructure_the_one_platform_of_the_providerspecs_is_used() -> None:
-    ctx = planning_context(objects(machines=(AWS, AWS)))
+    ctx = planning_context(objects(machines=(AWS, AWS)), published=bundled_index())
     assert ctx.facts.platform == "AWS"
     assert ctx.platform_from_machines
     assert ctx.enrollment.machinesets.mode is SelectionMode.ALL  # AWS's default, not "no platform"

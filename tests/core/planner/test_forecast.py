@@ -26,6 +26,7 @@ from bootimage_controller.constants import (
 from bootimage_controller.core.conflicts import exclude_from_mco, writer_conflict
 from bootimage_controller.core.enrollment import Enrollment
 from bootimage_controller.core.forecast import OPEN_GATE, Forecast, UpgradeGate, When, Writer
+from bootimage_controller.data import bundled_index
 
 from .test_manager import decide
 
@@ -196,9 +197,8 @@ def test_a_policy_kept_machineset_waits_for_the_policy_or_is_a_conflict_where_th
     from datetime import UTC, datetime
 
     from bootimage_controller.core.fleet import pool_row
-    from bootimage_controller.core.index import PublishedImageIndex
 
-    pool = pool_row(alone, PublishedImageIndex.bundled(), datetime.now(UTC), forecast)
+    pool = pool_row(alone, bundled_index(), datetime.now(UTC), forecast)
     assert pool.writer_name == "config-policy-controller"
     assert pool.to_json()["fieldManager"] == "config-policy-controller" and pool.to_json()["managerWhy"] == alone.manager_why
     covered = decide(ms, "AWS", "4.22.0")

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from bootimage_controller.core.index import PublishedImageIndex
+from bootimage_controller.data import bundled_index
 
 from .support import ROOT, STREAMS
 
@@ -56,7 +57,7 @@ def test_generation_is_deterministic(tmp_path: Path) -> None:
 
 
 def test_bundled_index_covers_every_published_image() -> None:
-    index = PublishedImageIndex.bundled()
+    index = bundled_index()
     amis = gcp = azure = 0
     for name, doc in _stream_files():
         if "architectures" in doc:
@@ -83,7 +84,7 @@ def test_bundled_index_covers_every_published_image() -> None:
 
 
 def test_windows_license_included_amis_are_kept_apart() -> None:
-    index = PublishedImageIndex.bundled()
+    index = bundled_index()
     doc = json.loads((STREAMS / "installer-release-4.19-rhcos.json").read_text())
     entry = doc["architectures"]["x86_64"]["rhel-coreos-extensions"]["aws-winli"]["regions"]["us-east-1"]
     assert index.aws_winli_release(entry["image"]) == entry["release"]

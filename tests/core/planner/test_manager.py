@@ -30,6 +30,7 @@ from bootimage_controller.core.golden import GoldenBootImages
 from bootimage_controller.core.manager import MachineConfigOperator
 from bootimage_controller.core.model import BootImageDecision
 from bootimage_controller.core.planner import plan_machine
+from bootimage_controller.data import bundled_index
 
 from .support import golden
 
@@ -47,7 +48,8 @@ def decide(ms: dict[str, Any], platform: str, version: str | None, *, gates: lis
         mco_operator=mco_co(version) if version is not None else None,
         feature_gate=feature_gate(version, gates) if version is not None and gates is not None else None,
     )
-    ctx = planning_context(objects, golden=golden("cm-4.22"), gitops_labels=gitops_labels)
+    ctx = planning_context(objects, golden=golden("cm-4.22"), gitops_labels=gitops_labels,
+                           published=bundled_index())
     return plan_machine(copy.deepcopy(ms), ctx.golden, ctx.facts, ctx.enrollment)
 
 
@@ -174,7 +176,7 @@ def test_what_the_cluster_says_about_the_mco() -> None:
 
 def test_plan_explains_who_else_manages() -> None:
     objects = ClusterObjects(infrastructure=infrastructure("AWS"), mco_operator=mco_co("4.22.0"))
-    ctx = planning_context(objects, golden=GoldenBootImages.from_configmap(_cm()))
+    ctx = planning_context(objects, golden=GoldenBootImages.from_configmap(_cm()), published=bundled_index())
     line = next(e for e in ctx.explanation if e.startswith("other boot image managers"))
     assert "Machine Config Operator 4.22.0" in line and "AWS" in line
 

@@ -21,6 +21,7 @@ from bootimage_controller.core.enrollment import Enrollment
 from bootimage_controller.core.golden import GoldenBootImages
 from bootimage_controller.core.index import PublishedImageIndex
 from bootimage_controller.core.planner import plan_all
+from bootimage_controller.data import bundled_index
 
 from .support import PSP, configmap, configmap_with, facts_with, machineset, plan
 
@@ -306,17 +307,17 @@ def test_invalid_arch_value_is_an_error() -> None:
 def test_multi_arch_cluster_without_annotation_is_unknown() -> None:
     obj = machineset(AWS_USE1)
     del obj["metadata"]["annotations"][ANNOTATION_AUTOSCALER_LABELS]
-    d = plan(obj, facts=ClusterFacts(multi_arch=True))
+    d = plan(obj, facts=ClusterFacts(published=bundled_index(), multi_arch=True))
     assert (d.action, d.reason) == (Action.SKIP, Reason.ARCHITECTURE_UNKNOWN)
     # With the annotation the multi-arch cluster is fine.
-    assert plan(machineset(AWS_USE1), facts=ClusterFacts(multi_arch=True)).action is Action.PATCH
+    assert plan(machineset(AWS_USE1), facts=ClusterFacts(published=bundled_index(), multi_arch=True)).action is Action.PATCH
 
 
 def test_no_annotation_uses_the_control_plane_arch() -> None:
     obj = machineset(AWS_ARM)
     del obj["metadata"]["annotations"][ANNOTATION_AUTOSCALER_LABELS]
     assert plan(obj).architecture == "x86_64"  # default control plane
-    d = plan(obj, facts=ClusterFacts(control_plane_arch="aarch64"))
+    d = plan(obj, facts=ClusterFacts(published=bundled_index(), control_plane_arch="aarch64"))
     assert (d.architecture, d.target) == ("aarch64", {"id": "ami-0bd8dcdde4641811e"})
 
 
@@ -341,9 +342,9 @@ def test_unknown_provider_kind_is_unsupported() -> None:
 def test_infrastructure_platform_decides_when_kind_is_missing() -> None:
     obj = machineset(AWS_USE1)
     del obj["spec"]["template"]["spec"]["providerSpec"]["value"]["kind"]
-    assert plan(obj, facts=ClusterFacts(platform="AWS")).action is Action.PATCH
-    assert plan(obj, facts=ClusterFacts(platform="BareMetal")).reason == Reason.UNSUPPORTED_PLATFORM
-    assert plan(obj, facts=ClusterFacts(platform=None)).reason == Reason.UNSUPPORTED_PLATFORM
+    assert plan(obj, facts=ClusterFacts(published=bundled_index(), platform="AWS")).action is Action.PATCH
+    assert plan(obj, facts=ClusterFacts(published=bundled_index(), platform="BareMetal")).reason == Reason.UNSUPPORTED_PLATFORM
+    assert plan(obj, facts=ClusterFacts(published=bundled_index(), platform=None)).reason == Reason.UNSUPPORTED_PLATFORM
 
 
 # --- rule 8: bad input -----------------------------------------------------------------------------
@@ -380,7 +381,7 @@ def test_one_bad_machineset_does_not_stop_the_others() -> None:
     decisions = plan_all(
         [machineset(AWS_USE1), bad, not_a_machineset, machineset(GCP)],
         GoldenBootImages.from_configmap(configmap("cm-4.22")),
-        ClusterFacts(),
+        ClusterFacts(published=bundled_index()),
         Enrollment.from_machine_configuration(None, "AWS"),
     )
     assert [(d.action, d.reason) for d in decisions] == [

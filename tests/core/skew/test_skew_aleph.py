@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from bootimage_controller.core.skew.aleph import AlephFormat, parse_aleph, read_aleph
+from bootimage_controller.commands.aleph_file import read_aleph
+from bootimage_controller.core.skew.aleph import AlephFormat, parse_aleph
 from bootimage_controller.errors import AlephError
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "aleph"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+
 import pytest
 
 from bootimage_controller.constants import ANNOTATION_ALEPH_VERSION, ANNOTATION_RELEASE
@@ -182,3 +184,23 @@ def test_errors_leave_the_record_untouched() -> None:
 )
 def test_azure_marketplace_versions_are_judged(version: str, expected: BootImageRelease) -> None:
     assert machineset_boot_image({}, version, "BundledIndex", "411.86.202308081056-0", INSTALL) == expected
+
+
+def test_a_passed_over_value_comes_back_as_a_note_and_is_logged_once() -> None:
+    """core/ logs nothing: a hand-edited annotation is passed over with a note its caller logs, once
+    (status is recomputed every few seconds)."""
+    from bootimage_controller.core.model import InputNote
+    from bootimage_controller.observability import configure_logging, log_input_notes
+
+    notes: list[InputNote] = []
+    got = machineset_boot_image({ANNOTATION_RELEASE: "not-a-build"}, None, None, "413.92.202402131523-0", INSTALL,
+                                notes)
+    assert got is not None and got.source is ReleaseSource.ALEPH
+    assert [n.event for n in notes] == [
+        "the boot-image-release annotation is not an RHCOS build id; judged by the next evidence"]
+    assert dict(notes[0].fields) == {"value": "not-a-build", "annotation": ANNOTATION_RELEASE}
+    out = io.StringIO()
+    configure_logging("json", stream=out)
+    log_input_notes(notes)
+    log_input_notes(notes)
+    assert out.getvalue().count("not-a-build") == 1, out.getvalue()
