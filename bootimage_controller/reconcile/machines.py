@@ -37,7 +37,7 @@ from ..core.verification import VerificationOutcome
 from ..kube.api_errors import ApiError, Conflict, NotFound
 from ..kube.fence import UpgradeGateClosed, write_preconditions
 from ..kube.informer import resource_version
-from ..kube.retry import describe, retry_on_conflict
+from ..kube.retry import CONNECTION_ERRORS, describe, retry_on_conflict
 from ..kube.workqueue import DONE, ReconcileResult
 from .claim_reconciler import Holders
 from .delegation import Delegation
@@ -284,6 +284,10 @@ class MachineReconciler:
             return MachineSetState(planned)  # deleted meanwhile
         except ApiError as exc:
             return MachineSetState.failed(planned, Reason.PATCH_FAILED, exc.describe(), permanent=exc.permanent)
+        except CONNECTION_ERRORS as exc:
+            # No answer at all once `api_call` gave up (reset, refused, timed out): not known to be
+            # written; the key's outcome like a 503's, retried with its backoff (issue 46).
+            return MachineSetState.failed(planned, Reason.PATCH_FAILED, f"no answer from the API server: {describe(exc)}")
         return state if state is not None else MachineSetState(planned)
 
     async def _patch_once(self, key: str, kind: MachineKind, obj: dict[str, Any],
