@@ -8,7 +8,7 @@ inputs.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -172,6 +172,18 @@ def daemon_reads(platform: str | None) -> tuple[ClusterRead, ...]:
             *((CAPI_MACHINE_READ, *infra) if infra else ()))
 
 
+# The cluster-wide single objects by the role they are read under (`daemon_reads`, plan's inputs) and
+# the `ClusterObjects` field that holds each.
+SINGLE_ROLES: Mapping[str, str] = {
+    "bootimages": "bootimages",
+    "machineconfiguration": "machine_configuration",
+    "infrastructure": "infrastructure",
+    "clusterversion": "cluster_version",
+    "mco_operator": "mco_operator",
+    "feature_gate": "feature_gate",
+}
+
+
 @dataclass(frozen=True)
 class ClusterObjects:
     """The raw objects the planner's inputs come from (any may be missing).
@@ -188,6 +200,19 @@ class ClusterObjects:
     nodes: Sequence[Mapping[str, Any]] = field(default_factory=tuple)
     machines: Sequence[Mapping[str, Any]] = field(default_factory=tuple)
     origins: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_roles(
+        cls,
+        one: Callable[[str], Mapping[str, Any] | None],
+        nodes: Sequence[Mapping[str, Any]],
+        machines: Sequence[Mapping[str, Any]] = (),
+        origins: Mapping[str, str] | None = None,
+    ) -> ClusterObjects:
+        """The one assembly, for the daemon's store and `plan`'s inputs alike: `one(role)` gives
+        the single object of each role in `SINGLE_ROLES` (the roles of `daemon_reads`)."""
+        return cls(**{field_name: one(role) for role, field_name in SINGLE_ROLES.items()}, nodes=tuple(nodes),
+                   machines=tuple(machines), origins=dict(origins or {}))
 
 
 def region_of(infrastructure: Mapping[str, Any] | None) -> str | None:

@@ -40,7 +40,7 @@ from .manager import ManagerVerdict, decide_manager
 from .model import BootImageDecision, MachineResource, dotted, get_path, image_label, is_mapping
 from .providers import rules_for_platform
 from .providers._common import release_rhel_major
-from .providers.base import Failure, RuleContext, Skip, Target
+from .providers.base import Failure, RuleContext, Skip, Target, image_facts
 from .skew.versions import parse_rhcos_version
 from .verification import BootVerdict
 
@@ -304,35 +304,12 @@ class _Planner:
         return self._compare(outcome)
 
     def _from_skip(self, s: Skip) -> BootImageDecision:
-        return self.decision(
-            Action.SKIP,
-            s.reason,
-            s.message,
-            field=dotted(s.field) if s.field else None,
-            current=s.current,
-            target=s.target,
-            current_release=s.current_release,
-            target_release=s.target_release,
-            location=s.location,
-            current_release_source=s.current_release_source,
-            template=s.template,
-            current_deprecated=s.current_deprecated,
-            ask_cloud=s.ask_cloud,
-        )
+        return self.decision(Action.SKIP, s.reason, s.message, field=dotted(s.field) if s.field else None,
+                             ask_cloud=s.ask_cloud, **image_facts(s))
 
     def _compare(self, t: Target) -> BootImageDecision:
         """Rules 4 (implicit major change) and 7 (equality, never version order)."""
-        extra: dict[str, Any] = {
-            "field": dotted(t.field),
-            "current": t.current,
-            "target": t.target,
-            "current_release": t.current_release,
-            "target_release": t.target_release,
-            "location": t.location,
-            "current_release_source": t.current_release_source,
-            "template": t.template,
-            "current_deprecated": t.current_deprecated,
-        }
+        extra: dict[str, Any] = {"field": dotted(t.field), **image_facts(t)}
         if t.current == t.target:
             return self.decision(Action.NOOP, Reason.UP_TO_DATE, f"{self.r.display} boots the golden image", **extra)
         failed = self._failed_first_boot(t)

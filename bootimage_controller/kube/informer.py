@@ -430,7 +430,7 @@ class Informer:
         if not self.absent and not self.forbidden:
             self._log.info("resource is not served by the API server; treating it as empty until it is")
         self.absent = True
-        self._replace([], None)
+        self.replace_all([], None)
 
     async def _relist(self) -> None:
         items, rv = await self._list_all()
@@ -441,10 +441,11 @@ class Informer:
         self.list_count += 1
         self._events_since_list = 0
         self.last_error = None
-        self._replace(items, rv)
+        self.replace_all(items, rv)
 
-    def _replace(self, items: builtins.list[KubeObject], rv: str | None) -> None:
-        """Swap in a full listing; emit add/update/delete for what differs from the cache."""
+    def replace_all(self, items: builtins.list[KubeObject], rv: str | None) -> None:
+        """Swap in a full listing, as a re-list does; emit add/update/delete for what differs from the
+        cache. Public for a cache filled without a server (the reconcile tests)."""
         fresh = {object_key(o): o for o in items}
         old_cache = self._cache
         self._cache = fresh

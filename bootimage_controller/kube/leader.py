@@ -330,7 +330,7 @@ class LeaderElector:
         try:
             if campaign:
                 await self._acquire()
-            elif not await self._attempt(self.renew_deadline):
+            elif not await self.attempt(self.renew_deadline):
                 raise LeaseHeldElsewhere(self.leader, self._last_error)
             return await self._lead(work, on_stopped_leading)
         finally:
@@ -338,7 +338,7 @@ class LeaderElector:
 
     async def _acquire(self) -> None:
         self._log.info("campaigning for leadership")
-        while not await self._attempt(self.retry_period):
+        while not await self.attempt(self.retry_period):
             await asyncio.sleep(self._jittered())
 
     async def _lead(self, work: Work[T], on_stopped_leading: Callback | None) -> T:
@@ -369,7 +369,7 @@ class LeaderElector:
         while True:
             await asyncio.sleep(self.retry_period)
             budget = last_renew + self.renew_deadline - self._clock()
-            if budget > 0 and await self._attempt(budget):
+            if budget > 0 and await self.attempt(budget):
                 last_renew = self._clock()
                 continue
             if self._observed is not None and self._observed.holder not in ("", self.identity):
@@ -389,14 +389,15 @@ class LeaderElector:
     def _jittered(self) -> float:
         return self.retry_period * (1.0 + (JITTER - 1.0) * random.random())
 
-    async def _attempt(self, timeout: float) -> bool:
+    async def attempt(self, timeout: float) -> bool:
+        """One acquire-or-renew bounded by `timeout`; True when this process holds the Lease after it."""
         started = self._clock()
         try:
             # `asyncio.timeout`, not `wait_for`: on Python 3.11 `wait_for` can swallow a cancellation
             # that lands as the request completes (CPython gh-86296), and this runs in the campaign
             # loop: a cancelled elector then campaigned on forever (a test fixture hung on it).
             async with asyncio.timeout(timeout):
-                acquired = await self._try_acquire_or_renew()
+                acquired = await self.try_acquire_or_renew()
         except asyncio.CancelledError:
             raise
         except Conflict as exc:
@@ -422,7 +423,9 @@ class LeaderElector:
             and self._observed_at + record.duration_seconds > self._clock()
         )
 
-    async def _try_acquire_or_renew(self) -> bool:
+    async def try_acquire_or_renew(self) -> bool:
+        """client-go's `tryAcquireOrRenew`: read the Lease, take it when free or expired (as this
+        process's clock saw its renewals), renew it when ours; True when ours after."""
         now = format_micro_time(self._wall())
         duration = int(-(-self.lease_duration // 1))  # ceil: the Lease stores whole seconds
         current = await self.store.get()

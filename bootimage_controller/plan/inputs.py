@@ -739,17 +739,8 @@ def cluster_objects(inputs: PlanInputs) -> ClusterObjects:
         item = singles[role]
         return item.obj if item is not None else None
 
-    return ClusterObjects(
-        bootimages=obj("bootimages"),
-        machine_configuration=obj("machineconfiguration"),
-        infrastructure=obj("infrastructure"),
-        cluster_version=obj("clusterversion"),
-        mco_operator=obj("mco_operator"),
-        feature_gate=obj("feature_gate"),
-        nodes=tuple(n.obj for n in inputs.nodes),
-        machines=tuple(m.obj for m in inputs.machines),
-        origins={role: item.source for role, item in singles.items() if item is not None},
-    )
+    return ClusterObjects.from_roles(obj, nodes=[n.obj for n in inputs.nodes], machines=[m.obj for m in inputs.machines],
+                                     origins={role: item.source for role, item in singles.items() if item is not None})
 
 
 # ---- cloud verification (`plan --cloud-verify`) ------------------------------------------------

@@ -5,7 +5,8 @@ reconciling is `triggers`; what a key's reconcile does is its reconciler's (`mac
 `status`). A reconciler returns what happened: a machine reconciler its `MachineOutcome`, whose
 state the loop hands to the status reconciler (the one way back) and whose queue result goes to the
 queue; the others a `ReconcileResult`. An API refusal that escapes one is mapped here to a
-transient or a permanent failure (kube.errors: `permanent`).
+transient or a permanent failure (`kube.api_errors`: `ApiError.permanent`); no answer at all
+(`kube.retry.CONNECTION_ERRORS`) is a transient one.
 """
 
 from __future__ import annotations

@@ -42,7 +42,7 @@ log = structlog.get_logger(__name__)
 
 
 class StatusWriteResult(Enum):
-    """How a status write ended (not `writer.WriteResult`, which is about MachineSet patches)."""
+    """How a status write ended (MachineSet patches end in the machine reconciler's outcome instead)."""
 
     WRITTEN = "written"  # the cluster now holds the desired state
     UNCHANGED = "unchanged"  # it already did: nothing was written

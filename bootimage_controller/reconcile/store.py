@@ -205,15 +205,7 @@ class ClusterView:
         one = self.store.one
         # Control-plane Nodes carry the master label, the control-plane label, or both.
         nodes = {(n.get("metadata") or {}).get("name"): n for read in NODE_READS for n in self.store.list(read.role)}
-        return ClusterObjects(
-            bootimages=one("bootimages"),
-            machine_configuration=one("machineconfiguration"),
-            infrastructure=one("infrastructure"),
-            cluster_version=one("clusterversion"),
-            mco_operator=one("mco_operator"),
-            feature_gate=one("feature_gate"),
-            nodes=tuple(nodes.values()),
-        )
+        return ClusterObjects.from_roles(one, nodes=tuple(nodes.values()))
 
     def inputs(self) -> ClusterInputs:
         if self._inputs is None:

@@ -1,7 +1,7 @@
 """Every MachineSet write the daemon makes, and the claim holder's lifecycle (SPEC section 3).
 
 Writes are JSON patches that test `/metadata/resourceVersion` first (see `claims.py`). Every
-refusal leaves as the typed error of `kube.errors`: `Conflict` (a 409, or a failed `test`) means
+refusal leaves as the typed error of `kube.api_errors`: `Conflict` (a 409, or a failed `test`) means
 someone else wrote in between, and the caller re-reads and re-plans (`kube.retry.retry_on_conflict`),
 never resending the same patch; `NotFound` that the object is gone; `Invalid` or `Forbidden` carry
 the API server's own reason and message. Transient failures (429, 5xx, broken connections) are

@@ -3,6 +3,6 @@
 - `core.vsphere.topology` (pure): which vCenter, failure domain and folder hold a MachineSet's template.
 - `ova`: the stream's OVA on local disk, verified by sha256, in a bounded cache.
 - `vcenter`: the vCenter calls (pyvmomi, synchronous; the callers run them in threads).
-- `refresh`: building and swapping a template, each step safe to crash after.
-- `checks`: the daemon's and `plan --cloud-verify`'s entry: credentials, lookups, refreshes.
+- `template_refresh`: building and swapping a template, each step safe to crash after.
+- `template_checks`: the daemon's and `plan --cloud-verify`'s entry: credentials, lookups, refreshes.
 """

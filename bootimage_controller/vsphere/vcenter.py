@@ -1,6 +1,6 @@
 """vCenter calls for template refreshes: pyvmomi (SOAP) and the vAPI REST endpoint (tags).
 
-Synchronous: pyvmomi is. `vsphere.checks` runs every call here in a thread, at most a few at once.
+Synchronous: pyvmomi is. `vsphere.template_checks` runs every call here in a thread, at most a few at once.
 Every failure leaves as `VCenterError` with a short message (the fault's own text, never the
 credentials); a VM is handled by its managed object id between calls, never by a cached object.
 

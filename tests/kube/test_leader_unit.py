@@ -185,7 +185,7 @@ async def test_writes_are_refused_past_the_renew_deadline_even_before_the_renewa
     store = FakeLeaseStore()
     clock = FakeClock()
     e = elector(store, "me", clock=clock, lease_duration=15, renew_deadline=10, retry_period=2)
-    assert await e._attempt(1.0)
+    assert await e.attempt(1.0)
     e._leading.set()
     assert e.write_refusal() is None
     clock.now += 9.9
@@ -209,7 +209,7 @@ async def test_validity_counts_from_the_start_of_the_renewal_request() -> None:
     store._stored(LeaseRecord("me", 15, "t", "t", 0))
     e = elector(store, "me", clock=clock, lease_duration=15, renew_deadline=10, retry_period=2)
     started = clock.now
-    assert await e._attempt(5.0)
+    assert await e.attempt(5.0)
     e._leading.set()
     clock.now = started + 10.0
     assert e.write_refusal() is not None
@@ -280,11 +280,11 @@ async def test_expiry_is_judged_by_when_we_saw_the_record_change_not_its_timesta
     store._stored(LeaseRecord("old", 10, "2006-01-02T15:04:05.000000Z", "2006-01-02T15:04:05.000000Z", 0))
     clock = FakeClock()
     e = elector(store, "me", clock=clock)
-    assert not await e._try_acquire_or_renew(), "first sight of a record: it is valid for its duration"
+    assert not await e.try_acquire_or_renew(), "first sight of a record: it is valid for its duration"
     clock.now += 9.9
-    assert not await e._try_acquire_or_renew()
+    assert not await e.try_acquire_or_renew()
     clock.now += 0.2  # 10.1 s without change
-    assert await e._try_acquire_or_renew()
+    assert await e.try_acquire_or_renew()
     assert store.record is not None
     assert (store.record.holder, store.record.transitions, store.record.duration_seconds) == ("me", 1, 2)
 
@@ -295,7 +295,7 @@ async def test_a_renewing_holder_keeps_the_lease() -> None:
     clock = FakeClock()
     e = elector(store, "me", clock=clock)
     for i in range(1, 5):
-        assert not await e._try_acquire_or_renew()
+        assert not await e.try_acquire_or_renew()
         clock.now += 8
         assert store.record is not None
         store._stored(replace(store.record, renew_time=f"r{i}"))  # the holder renews
@@ -319,7 +319,7 @@ async def test_lease_times_are_utc_whatever_tz_says(tokyo_tz: None) -> None:
     assert time.localtime().tm_gmtoff == 9 * 3600
     store = FakeLeaseStore()
     e = elector(store, "me")
-    assert await e._try_acquire_or_renew()
+    assert await e.try_acquire_or_renew()
     assert store.record is not None and store.record.renew_time is not None
     written = datetime.strptime(store.record.renew_time, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
     assert abs(written - datetime.now(UTC)) < timedelta(seconds=30)

@@ -178,7 +178,7 @@ def fill(ctl: Harness, informer: str, *objs: dict[str, Any]) -> None:
         obj = copy.deepcopy(obj)
         obj["metadata"].setdefault("resourceVersion", "1")
         items.append(obj)
-    ctl.informers[informer]._replace(items, "1")
+    ctl.informers[informer].replace_all(items, "1")
 
 
 def holder_object(*, deleting: bool = False, finalizers: tuple[str, ...] = (CLAIM_FINALIZER,)) -> dict[str, Any]:
@@ -327,7 +327,7 @@ async def test_a_pass_plans_each_machineset_once_unless_it_changed_after_the_cou
     await ctl.reconcile("MachineSet/openshift-machine-api/ms-0")
     assert sorted(planned) == sorted(names)  # ms-0 by its reconcile, the 9 others by the counts
     informer = ctl.informers["MachineSet"]
-    informer._replace([o for o in informer.list() if o["metadata"]["name"] != "ms-5"] + [machineset("ms-5", rv="11")], "2")
+    informer.replace_all([o for o in informer.list() if o["metadata"]["name"] != "ms-5"] + [machineset("ms-5", rv="11")], "2")
     planned.clear()
     for n in names[1:]:
         await ctl.reconcile(f"MachineSet/openshift-machine-api/{n}")
@@ -399,7 +399,7 @@ async def test_while_the_holder_is_deleted_a_patch_waits_without_an_error(api: A
     # Once the holder is gone, every MachineSet is reconciled again.
     fill(ctl, "holder", holder_object(deleting=True))
     queued.clear()
-    ctl.informers["holder"]._replace([], "2")
+    ctl.informers["holder"].replace_all([], "2")
     assert KEY in queued
 
 

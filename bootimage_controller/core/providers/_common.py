@@ -23,7 +23,7 @@ from ..cloud.facts import ImageKey
 from ..model import JsonPath, dotted, is_mapping
 from ..skew.record import ReleaseSource
 from ..skew.versions import rhel_major_of
-from .base import RuleContext, Skip, Target
+from .base import RuleContext, Skip, Target, image_facts
 
 __all__ = [
     "ReleaseSource",
@@ -131,18 +131,8 @@ def image_key(platform: str, location: str | None, image: str) -> ImageKey:
 
 def skip_from(target: Target, reason: Reason, message: str) -> Skip:
     """A skip that still shows what the boot image is and what it would have become."""
-    return Skip(
-        reason,
-        message,
-        field=target.field,
-        current=target.current,
-        current_release=target.current_release,
-        current_release_source=target.current_release_source,
-        target=target.target,
-        target_release=target.target_release,
-        location=target.location,
-        current_deprecated=target.current_deprecated,
-    )
+    # No template work: a skip builds nothing in vCenter.
+    return Skip(reason, message, field=target.field, **{**image_facts(target), "template": None})
 
 
 def verify_target(

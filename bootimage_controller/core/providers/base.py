@@ -79,6 +79,16 @@ class Failure:
 
 RuleOutcome = Target | Skip | Failure
 
+# What a rule found about the boot image, carried alike by a Target, a Skip and the decision made of
+# either (the field is a path in the first two, dotted in the decision).
+IMAGE_FACTS = ("current", "target", "current_release", "target_release", "location", "current_release_source",
+               "template", "current_deprecated")
+
+
+def image_facts(outcome: Target | Skip) -> dict[str, Any]:
+    """The boot image facts of a rule's outcome, by name: the one place they are copied."""
+    return {name: getattr(outcome, name) for name in IMAGE_FACTS}
+
 
 def invalid_golden(ctx: RuleContext, field: JsonPath | None, *keys: str) -> Failure | None:
     """`error BootImagesConfigMapInvalid` when the golden entry this MachineSet needs failed
