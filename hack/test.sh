@@ -29,7 +29,8 @@ bash hack/build-capi-template-name.sh
 # two minutes that mostly wait on the MCO's resync): the soak ends minutes before the suite, and the
 # suite's workers are spared them (10m53s on 2 cores with them, over its 10-minute budget).
 # The 60 s API server outage (tests/integration/test_daemon_outage.py: its server is stopped, nothing
-# runs) waits beside the suite too, in a process of its own (10m26s with it in the suite).
+# runs) waits beside the suite too, in a process of its own (10m26s with it in the suite), and after
+# it the five idle minutes of tests/integration/test_absent_kinds.py (an absent kind's cost).
 soak_pid=""
 outage_pid=""
 beside=()
@@ -39,9 +40,11 @@ if [ "$#" -eq 0 ]; then
     >"$soak_log" 2>&1 &
   soak_pid=$!
   outage_log="$(mktemp)"
-  .venv/bin/python -m pytest -q -p no:cacheprovider tests/integration/test_daemon_outage.py >"$outage_log" 2>&1 &
+  .venv/bin/python -m pytest -q -p no:cacheprovider tests/integration/test_daemon_outage.py \
+    tests/integration/test_absent_kinds.py >"$outage_log" 2>&1 &
   outage_pid=$!
-  beside=(--ignore=tests/integration/test_forecast_platforms.py --ignore=tests/integration/test_daemon_outage.py)
+  beside=(--ignore=tests/integration/test_forecast_platforms.py --ignore=tests/integration/test_daemon_outage.py
+          --ignore=tests/integration/test_absent_kinds.py)
 fi
 # Three workers (one file at a time each, each with its own loopback control plane): most integration
 # tests wait on a server (a 60 s outage, a lease to expire), so a third worker fills those waits on
@@ -63,6 +66,6 @@ if [ -n "$soak_pid" ]; then
 fi
 if [ -n "$outage_pid" ]; then
   beside_done "$outage_pid" "$outage_log" \
-    "the 60 s API server outage (tests/integration/test_daemon_outage.py; beside the suite):"
+    "the 60 s API server outage and five idle minutes with absent kinds (test_daemon_outage.py, test_absent_kinds.py; beside the suite):"
 fi
 exit "$rc"

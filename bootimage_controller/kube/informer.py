@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import structlog
-from kubernetes_asyncio.client import CustomObjectsApi
+from kubernetes_asyncio.client import ApiextensionsV1Api, CustomObjectsApi
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from .client import raise_for_status, read_json
@@ -59,6 +59,12 @@ MIN_HEALTHY_WATCH = 1.0
 # A LIST refused with 403 on an optional kind is tried again this often (seconds), not on the
 # backoff: a left-out part of the install must not show up as a rising count of refused requests.
 FORBIDDEN_RETRY = 600.0
+# Watches end after this long and are re-opened (with up to 20% jitter): an idle daemon re-opens each
+# at most once per 10 minutes (issue 48). Bookmarks keep the resourceVersion fresh meanwhile.
+WATCH_TIMEOUT = 600.0
+# A kind that is not served (no CRD) is learnt of from one watch of its CRD (`KindWatch`); where the
+# CRD cannot be watched (no rights, no apiextensions API) it is listed this often instead.
+ABSENT_POLL = 600.0
 # An informer shares the strings of its cached objects (`SharedStrings`) once it holds this many.
 # Sharing saves about 5 KB per MachineSet and costs about 55 us per listed or watched object: at
 # 1,000 MachineSets that is 5 MB for 0.1 s of CPU a pass, worth it; at 100 it is half a megabyte
@@ -95,6 +101,10 @@ class ListWatch:
     args: tuple[Any, ...] = ()
     label_selector: str | None = None
     field_selector: str | None = None
+    # A custom resource's CustomResourceDefinition (by name) and the version listed: while the kind
+    # is not served, its informer watches that CRD instead of listing the kind (`KindWatch`).
+    crd: ListWatch | None = None
+    version: str = ""
 
     @classmethod
     def custom_objects(
@@ -112,17 +122,18 @@ class ListWatch:
         """A custom resource, namespaced (`namespace` given) or cluster-scoped."""
         co = CustomObjectsApi(api)
         fields = _name_selector(name, field_selector)
+        crd = cls.custom_resource_definition(api, f"{plural}.{group}")
         if namespace is None:
-            return cls(
-                plural, co.list_cluster_custom_object, (group, version, plural), label_selector, fields
-            )
-        return cls(
-            plural,
-            co.list_namespaced_custom_object,
-            (group, version, namespace, plural),
-            label_selector,
-            fields,
-        )
+            return cls(plural, co.list_cluster_custom_object, (group, version, plural), label_selector, fields,
+                       crd, version)
+        return cls(plural, co.list_namespaced_custom_object, (group, version, namespace, plural), label_selector,
+                   fields, crd, version)
+
+    @classmethod
+    def custom_resource_definition(cls, api: Any, name: str) -> ListWatch:
+        """One CustomResourceDefinition, by name (`machinesets.cluster.x-k8s.io`)."""
+        return cls("customresourcedefinitions", ApiextensionsV1Api(api).list_custom_resource_definition, (),
+                   None, _name_selector(name, None))
 
     @classmethod
     def config_maps(
@@ -176,7 +187,7 @@ class Informer:
         self,
         source: ListWatch,
         *,
-        watch_timeout: float = 300.0,
+        watch_timeout: float = WATCH_TIMEOUT,
         backoff: Backoff | None = None,
         name: str | None = None,
         absent_ok: bool = False,
@@ -187,8 +198,9 @@ class Informer:
         keep_managed_fields: ManagedFieldsFilter | None = None,
     ) -> None:
         """`absent_ok`: a 404 on LIST (the kind is not served, e.g. its CRD is not installed)
-        counts as synced-and-empty, and the list is retried with backoff until the kind appears;
-        `absent` says so meanwhile. `forbidden_ok`: so does a 403 (served, but no rights to list it:
+        counts as synced-and-empty, `absent` says so, and the kind is listed again once its CRD
+        serves it (`KindWatch`: one watch of the CRD, re-opened every 10 minutes; without rights on
+        CRDs, a LIST every `ABSENT_POLL`), not every half minute (issue 48). `forbidden_ok`: so does a 403 (served, but no rights to list it:
         an optional part of the install left out, the Cluster API's), with `forbidden` set and a
         retry only every FORBIDDEN_RETRY seconds, so refused requests do not pile up. Only for kinds
         the daemon can do without: a refused read of what decides a write (the MCO's version, say)
@@ -223,6 +235,7 @@ class Informer:
         self._handlers: list[_Handler] = []
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
+        self._kind_watch: KindWatch | None = None  # while absent: the watch of its CRD
         self._log = log.bind(informer=self.name, source=source.describe())
 
     # --- cache reads ---------------------------------------------------------------------------
@@ -311,6 +324,7 @@ class Informer:
         if task is not None and task is not asyncio.current_task() and not task.done():
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
+        await self._stop_kind_watch()
 
     async def _list_and_watch(self) -> None:
         """List and watch until stopped or cancelled. API errors never end it."""
@@ -354,6 +368,11 @@ class Informer:
                 # connections): it was healthy, so reconnect promptly instead of escalating the
                 # backoff at every cut. Only new events count, so this cannot spin.
                 attempt = 0
+            if self.absent and not self.forbidden and self.source.crd is not None:
+                # Not served: wait for its CRD to serve it, not a list every backoff step.
+                served = await self._until_served()
+                if not served:
+                    continue  # the CRD cannot be watched: list now, ABSENT_POLL after the last
             delay = FORBIDDEN_RETRY if self.forbidden else self.backoff.delay(attempt)
             attempt += 1
             self._log.log(
@@ -371,6 +390,30 @@ class Informer:
         has a `trim` (which keeps none of what `_cached_form` prunes or shares), else the object
         less its other writers' managedFields, its strings shared when `share`."""
         return self.trim(obj) if self.trim is not None else _cached_form(obj, share, self.keep_managed_fields)
+
+    async def _until_served(self) -> bool:
+        """While the kind is absent: True once its CRD serves it (then it is listed again at once,
+        after a short backoff while the new CRD is established); False after `ABSENT_POLL` when the
+        CRD cannot be watched (no rights on CRDs, no apiextensions API), so a LIST says instead."""
+        assert self.source.crd is not None
+        if self._kind_watch is None:
+            self._kind_watch = KindWatch(self.source.crd, self.source.version)
+            self._kind_watch.informer.start()
+        watch = self._kind_watch
+        while not self._stopping:
+            try:
+                async with asyncio.timeout(ABSENT_POLL):
+                    await watch.served.wait()
+                return True
+            except TimeoutError:
+                if not watch.usable():
+                    return False
+        return False
+
+    async def _stop_kind_watch(self) -> None:
+        watch, self._kind_watch = self._kind_watch, None
+        if watch is not None:
+            await watch.informer.stop()
 
     # --- list ----------------------------------------------------------------------------------
 
@@ -436,6 +479,7 @@ class Informer:
         items, rv = await self._list_all()
         if self.absent:
             self._log.info("resource is served now")
+            await self._stop_kind_watch()
         self.absent = False
         self.forbidden = False
         self.list_count += 1
@@ -473,7 +517,7 @@ class Informer:
 
     def _watch_timeout(self) -> int:
         # Jitter spreads reconnects of many informers (client-go: min timeout * (1 + rand)).
-        return max(1, int(self.watch_timeout * (1.0 + 0.25 * random.random())))
+        return max(1, int(self.watch_timeout * (1.0 + 0.2 * random.random())))
 
     async def _watch_once(self) -> int:
         """One watch request until the server ends it; returns the number of events applied."""
@@ -533,6 +577,47 @@ class Informer:
             self._log.warning("unknown watch event type", type=kind)
         if rv:
             self.resource_version = rv
+
+
+class KindWatch:
+    """Whether a CustomResourceDefinition serves one version of its kind, learnt from one watch of
+    that CRD (by name), re-opened every `WATCH_TIMEOUT`: what an informer of an absent kind waits on
+    instead of listing the kind (issue 48). The CRD is cached as three facts, not its schema."""
+
+    def __init__(self, crd: ListWatch, version: str) -> None:
+        self.version = version
+        self.served = asyncio.Event()
+        self.informer = Informer(crd, absent_ok=True, forbidden_ok=True, trim=trim_crd, name=f"crd:{crd.describe()}")
+        self.informer.add_handler(on_add=self._seen, on_update=self._changed, on_delete=self._gone)
+
+    def usable(self) -> bool:
+        """The watch works: listed, with rights, on a server with CRDs."""
+        i = self.informer
+        return i.has_synced.is_set() and not i.absent and not i.forbidden
+
+    def _seen(self, crd: KubeObject) -> None:
+        if self.version in crd.get("served", ()) and crd.get("established"):
+            self.served.set()
+
+    def _changed(self, _old: KubeObject, crd: KubeObject) -> None:
+        self._seen(crd)
+
+    def _gone(self, _crd: KubeObject) -> None:
+        self.served.clear()
+
+
+def trim_crd(obj: KubeObject) -> KubeObject:
+    """What `KindWatch` keeps of a CRD: its name and resourceVersion, the versions it serves, and
+    whether it is Established (a CRD's schema can be hundreds of kilobytes)."""
+    meta = obj.get("metadata") or {}
+    versions = (obj.get("spec") or {}).get("versions") or []
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    return {
+        "metadata": {"name": meta.get("name"), "resourceVersion": meta.get("resourceVersion")},
+        "served": [v.get("name") for v in versions if isinstance(v, dict) and v.get("served")],
+        "established": any(isinstance(c, dict) and c.get("type") == "Established" and c.get("status") == "True"
+                           for c in conditions),
+    }
 
 
 class SharedStrings:

@@ -20,6 +20,7 @@ from bootimage_controller.constants import (
     CAPI_GROUP,
     CAPI_KINDS,
     CAPI_NAMESPACE,
+    CAPI_VERSIONS,
     CLAIM_HOLDER_NAME,
     CLUSTEROPERATOR_PLURAL,
     CLUSTERVERSION_NAME,
@@ -44,6 +45,7 @@ from bootimage_controller.constants import (
     OPERATOR_GROUP,
     VSPHERE_CREDENTIALS_SECRET,
 )
+from bootimage_controller.core.cluster import daemon_reads, with_capi_version
 
 from .manifests import (
     Grant,
@@ -77,9 +79,15 @@ MC_STATUS = (OPERATOR_GROUP, f"{MACHINECONFIGURATION_PLURAL}/status")
 CO = (CONFIG_GROUP, CLUSTEROPERATOR_PLURAL)
 CO_STATUS = (CONFIG_GROUP, f"{CLUSTEROPERATOR_PLURAL}/status")
 LEASES = ("coordination.k8s.io", "leases")
+CRDS = ("apiextensions.k8s.io", "customresourcedefinitions")
+# The CRD of every custom kind the daemon reads, on any platform.
+READ_CRDS = sorted({f"{r.plural}.{r.group}" for platform in ("AWS", "GCP", "Azure", "VSphere", None)
+                    for r in with_capi_version(daemon_reads(platform), CAPI_VERSIONS[-1]) if r.group})
 
 # Every request `run`, `release-claims` and `plan --from-cluster` make as the controller.
 CONTROLLER_REQUESTS = [
+    # While a kind is not served: one watch of its CRD, by name (kube/informer.py KindWatch).
+    *(_req(v, CRDS, None, crd) for crd in READ_CRDS for v in ("list", "watch")),
     # MachineSets: informer, re-read after a conflict, the boot image / claim / release patch.
     *(_req(v, MS, MAPI_NAMESPACE) for v in ("list", "watch")),
     *(_req(v, MS, MAPI_NAMESPACE, "worker-us-east-1a") for v in ("get", "patch")),
