@@ -30,7 +30,8 @@ bash hack/build-capi-template-name.sh
 # suite's workers are spared them (10m53s on 2 cores with them, over its 10-minute budget).
 # The 60 s API server outage (tests/integration/test_daemon_outage.py: its server is stopped, nothing
 # runs) waits beside the suite too, in a process of its own (10m26s with it in the suite), and after
-# it the five idle minutes of tests/integration/test_absent_kinds.py (an absent kind's cost).
+# it the five idle minutes of tests/integration/test_absent_kinds.py (an absent kind's cost) and the
+# AWS forecast beside the real MCO (tests/integration/test_real_mco.py, 16 kinds, 75 s of MCO resyncs).
 soak_pid=""
 outage_pid=""
 beside=()
@@ -41,10 +42,10 @@ if [ "$#" -eq 0 ]; then
   soak_pid=$!
   outage_log="$(mktemp)"
   .venv/bin/python -m pytest -q -p no:cacheprovider tests/integration/test_daemon_outage.py \
-    tests/integration/test_absent_kinds.py >"$outage_log" 2>&1 &
+    tests/integration/test_absent_kinds.py tests/integration/test_real_mco.py >"$outage_log" 2>&1 &
   outage_pid=$!
   beside=(--ignore=tests/integration/test_forecast_platforms.py --ignore=tests/integration/test_daemon_outage.py
-          --ignore=tests/integration/test_absent_kinds.py)
+          --ignore=tests/integration/test_absent_kinds.py --ignore=tests/integration/test_real_mco.py)
 fi
 # Three workers (one file at a time each, each with its own loopback control plane): most integration
 # tests wait on a server (a 60 s outage, a lease to expire), so a third worker fills those waits on
@@ -66,6 +67,6 @@ if [ -n "$soak_pid" ]; then
 fi
 if [ -n "$outage_pid" ]; then
   beside_done "$outage_pid" "$outage_log" \
-    "the 60 s API server outage and five idle minutes with absent kinds (test_daemon_outage.py, test_absent_kinds.py; beside the suite):"
+    "the API server outage, absent kinds, the AWS forecast beside the real MCO (test_daemon_outage.py, test_absent_kinds.py, test_real_mco.py; beside the suite):"
 fi
 exit "$rc"

@@ -3,8 +3,11 @@
 The unmodified controller of openshift/machine-config-operator 7ff337a (../shared/tools/mco, its own
 process and user) and the daemon start at the same moment on a 4.22 AWS cluster installed at 4.12,
 on openshift/api's real CRDs, EC2 served by moto. A plain, a rhel-10, an Argo CD-tracked and a
-handed-over (by `hand-over`), a claimed, a Hive and an opted-out MachineSet; then a golden-data change
-that lands during an upgrade (both wait, `after-upgrade`, and write once it completes). At each step
+handed-over (by `hand-over`), a claimed, a Hive and an opted-out MachineSet, an arm64 one in another
+region, one in a region the golden data lacks, one with an owner reference, a Windows one, one with
+AMI filters, a customer's AMI, a Red Hat AMI outside the bundled index and one at target (16 kinds);
+then a golden-data change that lands during an upgrade (both wait, `after-upgrade`, and write once it
+completes). At each step
 `plan --from-cluster` says who writes what next, and that is what happens:
 - one writer per MachineSet (told apart by managedFields): the MCO the plain, the Argo CD and the Hive
   one (it reads neither mark), the daemon the rhel-10, the handed-over and the claimed one, which the
@@ -25,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cloud.amis import RED_HAT_OWNER, catalogue
+from cloud.amis import CUSTOM_AMI, RED_HAT_OWNER, catalogue
 from cloud.moto_server import point_boto3_at, running_moto
 from harness.cluster import ClusterFactory, TestCluster
 from harness.objects import (
@@ -72,6 +75,11 @@ MCO_RESYNC = 5  # seconds: the MCO's resync here (its default is 20 minutes), wh
 MC_PATH = "/apis/operator.openshift.io/v1/machineconfigurations/cluster"
 MS_PATH = f"/apis/machine.openshift.io/v1beta1/namespaces/{MAPI_NAMESPACE}/machinesets"
 ARGO_ID = "workers:machine.openshift.io/MachineSet:openshift-machine-api/argo-pool"
+ARM_FIXTURE = "aws-aarch64-us-east-2a-4.16.yaml"
+REGION_FIXTURE = "aws-x86_64-me-south-1a-4.21.yaml"  # me-south-1: not in the 4.22 data
+FILTERS_FIXTURE = "aws-x86_64-ami-filters.yaml"
+WINDOWS = {"spec": {"template": {"metadata": {"labels": {"machine.openshift.io/os-id": "Windows"}}}}}
+POOL_OWNER = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "pool-owner", "namespace": MAPI_NAMESPACE}}
 
 
 @pytest.fixture
@@ -128,9 +136,29 @@ async def arrange(api: k8s_client.ApiClient, binary: Path) -> Any:
     # Opted out of this controller: the MCO reads no such annotation (issue 49).
     await apply(api, machineset_from_fixture(FIXTURE, "pinned-pool", annotations={
         ANNOTATION_BOOT_IMAGE_UPDATES: BOOT_IMAGE_UPDATES_DISABLED}))
+    # The other kinds a real AWS cluster holds (issue 49): arm64 in another region, a region the
+    # golden data lacks, an owner reference, Windows, AMI filters, a customer's AMI, one at target.
+    await apply(api, machineset_from_fixture(ARM_FIXTURE, "arm-pool"))
+    await apply(api, machineset_from_fixture(REGION_FIXTURE, "region-pool"))
+    owner = await apply(api, POOL_OWNER)
+    await apply(api, machineset_from_fixture(FIXTURE, "owned-pool", owner_references=[{
+        "apiVersion": "v1", "kind": "ConfigMap", "name": "pool-owner", "uid": owner["metadata"]["uid"]}]))
+    await apply(api, machineset_from_fixture(FIXTURE, "windows-pool", merge=WINDOWS))
+    await apply(api, machineset_from_fixture(FILTERS_FIXTURE, "filters-pool"))
+    custom = machineset_from_fixture(FIXTURE, "custom-pool")
+    custom["spec"]["template"]["spec"]["providerSpec"]["value"]["ami"]["id"] = CUSTOM_AMI
+    await apply(api, custom)
+    at_target = machineset_from_fixture(FIXTURE, "at-target-pool")
+    at_target["spec"]["template"]["spec"]["providerSpec"]["value"]["ami"]["id"] = targets(golden(False))["mco-pool"]
+    await apply(api, at_target)
     node_disruption = printed(binary, "--print-node-disruption-status")
     await play_operator(api, node_disruption)
     return node_disruption
+
+
+def providerspec_ami(ms: dict[str, Any]) -> Any:
+    """The boot image field as it is (an id or filters)."""
+    return ms["spec"]["template"]["spec"]["providerSpec"]["value"].get("ami")
 
 
 async def at(api: k8s_client.ApiClient, want: dict[str, str]) -> bool:
@@ -143,7 +171,12 @@ def targets(cm: dict[str, Any]) -> dict[str, str]:
     at_ = {s: streams[s]["architectures"]["x86_64"]["images"]["aws"]["regions"]["us-east-1"]["image"] for s in streams}
     return {"mco-pool": at_["rhel-9"], "argo-pool": at_["rhel-9"], "rhel10-pool": at_["rhel-10"],
             "handed-pool": at_["rhel-9"], "claimed-pool": at_["rhel-9"], "hive-pool": at_["rhel-9"],
-            "pinned-pool": at_["rhel-9"], "rh-unknown-pool": at_["rhel-9"]}
+            "pinned-pool": at_["rhel-9"], "rh-unknown-pool": at_["rhel-9"], "at-target-pool": at_["rhel-9"]}
+
+
+def arm_target(cm: dict[str, Any]) -> str:
+    streams = json.loads(cm["data"]["streams"])
+    return str(streams["rhel-9"]["architectures"]["aarch64"]["images"]["aws"]["regions"]["us-east-2"]["image"])
 
 
 async def conflicts(api: k8s_client.ApiClient, name: str = "argo-pool") -> list[dict[str, Any]]:
@@ -151,9 +184,23 @@ async def conflicts(api: k8s_client.ApiClient, name: str = "argo-pool") -> list[
     return [e for e in doc["items"] if e["reason"] == "BootImageWriterConflict" and e["involvedObject"]["name"] == name]
 
 
+NOBODY = ("nobody", "never")
+# Left alone by both, whatever the golden data: another region's pool the data lacks, an owner
+# reference, Windows, AMI filters (the MCO: "current AMI.ID is undefined").
+LEFT_ALONE = {"region-pool": NOBODY, "owned-pool": NOBODY, "windows-pool": NOBODY, "filters-pool": NOBODY}
+# A customer's AMI, offline: not in the bundled index, so whether the MCO writes it is EC2's to say.
+OFFLINE_CUSTOM = {"custom-pool": ("mco", "unknown")}
+# The first golden data (offline plan); the arm64 pool's region and architecture are in it, the
+# at-target pool boots it already.
+EXPECTED_FIRST = {"mco-pool": ("mco", "now"), "argo-pool": ("mco", "now"), "hive-pool": ("mco", "now"),
+                  "pinned-pool": ("mco", "now"), "rh-unknown-pool": ("mco", "unknown"), "arm-pool": ("mco", "now"),
+                  "rhel10-pool": (OURS, "now"), "handed-pool": (OURS, "now"), "claimed-pool": (OURS, "now"),
+                  "at-target-pool": NOBODY, **LEFT_ALONE, **OFFLINE_CUSTOM}
+# The next golden data (new us-east-1 x86_64 AMIs only): the arm64 pool stays, the at-target pool moves.
 EXPECTED_NEXT = {"mco-pool": ("mco", "now"), "argo-pool": ("mco", "now"), "hive-pool": ("mco", "now"),
-                 "pinned-pool": ("mco", "now"), "rh-unknown-pool": ("mco", "now"),
-                 "rhel10-pool": (OURS, "now"), "handed-pool": (OURS, "now"), "claimed-pool": (OURS, "now")}
+                 "pinned-pool": ("mco", "now"), "rh-unknown-pool": ("mco", "now"), "at-target-pool": ("mco", "now"),
+                 "rhel10-pool": (OURS, "now"), "handed-pool": (OURS, "now"), "claimed-pool": (OURS, "now"),
+                 "arm-pool": NOBODY, **LEFT_ALONE, **OFFLINE_CUSTOM}
 
 
 async def test_beside_the_real_mco_plan_says_who_writes_what_and_that_is_what_happens(
@@ -170,13 +217,17 @@ async def test_beside_the_real_mco_plan_says_who_writes_what_and_that_is_what_ha
             "apiVersion": "v1", "kind": "ConfigMap", "name": CLAIM_HOLDER_NAME, "uid": holder["metadata"]["uid"],
             "controller": True, "blockOwnerDeletion": False}]))
         said = await planned(cluster)
-        assert said == {**EXPECTED_NEXT, "rh-unknown-pool": ("mco", "unknown")}, said
-        assert (await planned(cluster, "--cloud-verify"))["rh-unknown-pool"] == ("mco", "now")
+        assert said == EXPECTED_FIRST, said
+        verified = await planned(cluster, "--cloud-verify")
+        assert (verified["rh-unknown-pool"], verified["custom-pool"]) == (("mco", "now"), NOBODY), verified
+        left = (*LEFT_ALONE, "custom-pool", "at-target-pool")  # nobody writes them under the first data
+        untouched = {name: providerspec_ami(ms) for name, ms in (await list_machinesets(api)).items() if name in left}
+        assert len(untouched) == len(left), untouched
 
         mco_log = tmp_path / "mco.log"
         with running_real_mco(binary, cluster, moto_with_next_amis, mco_log, resync=f"{MCO_RESYNC}s"):
             async with daemon_task(cluster.kubeconfig):
-                first = targets(golden(False))
+                first = {**targets(golden(False)), "arm-pool": arm_target(golden(False))}
                 await wait_for(lambda: at(api, first), 60, "every MachineSet at the 4.22 images")
                 await wait_for(lambda: _some(conflicts(api)), 30, "the writer conflict Event")
                 fleet = await list_machinesets(api)
@@ -192,6 +243,11 @@ async def test_beside_the_real_mco_plan_says_who_writes_what_and_that_is_what_ha
                 assert len(await conflicts(api, "pinned-pool")) == 1
                 for ours in ("rhel10-pool", "handed-pool", "claimed-pool"):
                     assert writers(fleet[ours]) - {creator} == {OURS}, f"{ours}: never the MCO's"
+                assert writers(fleet["arm-pool"]) - {creator} == mco, "the MCO writes the arm64 pool in us-east-2"
+                await asyncio.sleep(MCO_RESYNC + 3)  # a resync more: it would have written the rest
+                fleet = await list_machinesets(api)
+                assert {name: providerspec_ami(fleet[name]) for name in untouched} == untouched, "nobody writes these"
+                assert all(writers(fleet[name]) - {creator} == set() for name in untouched)
                 assert len(await conflicts(api, "hive-pool")) == 1
                 said = await conflicts(api)
                 assert len(said) == 1
@@ -203,7 +259,7 @@ async def test_beside_the_real_mco_plan_says_who_writes_what_and_that_is_what_ha
                 # controllers wait (`after-upgrade`), nothing is written for longer than a resync;
                 # once the upgrade completes they write.
                 settled = await planned(cluster)
-                assert set(settled.values()) == {("nobody", "never")}, settled
+                assert settled == {name: OFFLINE_CUSTOM.get(name, NOBODY) for name in settled}, settled
                 next_cm = tmp_path / "next-coreos-bootimages.json"
                 next_cm.write_text(json.dumps(golden(True)))
                 assert await planned(cluster, "--bootimages", str(next_cm)) == EXPECTED_NEXT
@@ -212,10 +268,11 @@ async def test_beside_the_real_mco_plan_says_who_writes_what_and_that_is_what_ha
                 await asyncio.sleep(2)
                 await apply(api, golden(True))
                 during = await planned(cluster)
-                assert during == {name: (writer, "after-upgrade") for name, (writer, _) in EXPECTED_NEXT.items()}, during
-                still = {name: ami(ms) for name, ms in (await list_machinesets(api)).items()}
+                assert during == {name: (writer, "after-upgrade") if when == "now" else (writer, when)
+                                  for name, (writer, when) in EXPECTED_NEXT.items()}, during
+                still = {name: providerspec_ami(ms) for name, ms in (await list_machinesets(api)).items()}
                 await asyncio.sleep(MCO_RESYNC + 3)
-                assert {name: ami(ms) for name, ms in (await list_machinesets(api)).items()} == still, (
+                assert {name: providerspec_ami(ms) for name, ms in (await list_machinesets(api)).items()} == still, (
                     "both controllers wait for the upgrade", mco_log.read_text()[-3000:])
                 await apply(api, cluster_version((("4.23.0", "Completed"), *INSTALLED_412)))
                 second = targets(golden(True))
@@ -223,6 +280,8 @@ async def test_beside_the_real_mco_plan_says_who_writes_what_and_that_is_what_ha
                 fleet = await list_machinesets(api)
                 for ours in ("rhel10-pool", "handed-pool", "claimed-pool"):
                     assert writers(fleet[ours]) - {creator} == {OURS}, f"{ours}: never the MCO's"
+                assert writers(fleet["at-target-pool"]) - {creator} == mco, "the pool at target moves with the MCO"
+                assert ami(fleet["arm-pool"]) == first["arm-pool"], "its region's image did not change"
 
                 async def two_conflicts() -> bool:
                     return len(await conflicts(api)) >= 2
