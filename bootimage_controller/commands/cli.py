@@ -324,6 +324,7 @@ def _add_release_claims(sub: Any) -> None:
         epilog="exit status: 0 every claim released, 1 a failure, said in one 'error:' line",
     )
     _add_kubeconfig(p, "default: in-cluster, else $KUBECONFIG or ~/.kube/config")
+    _add_write_timeout(p)
     _add_logging(p, one_shot=True)
     p.set_defaults(handler=_lazy("commands.release_claims", "release_claims"))
 
@@ -343,6 +344,7 @@ def _add_rollback(sub: Any) -> None:
     p.add_argument("-n", "--namespace", default=MAPI_NAMESPACE, help=f"its namespace (default: {MAPI_NAMESPACE})")
     p.add_argument("--dry-run", action="store_true", help="show the change without writing it")
     _add_kubeconfig(p, "default: in-cluster, else $KUBECONFIG or ~/.kube/config")
+    _add_write_timeout(p)
     _add_logging(p, one_shot=True)
     p.set_defaults(handler=_lazy("commands.release_claims", "rollback"))
 
@@ -389,6 +391,7 @@ def _add_hand_over(sub: Any) -> None:
     p.add_argument("--yes", action="store_true", help="hand over even when the MCO will then hold upgrades")
     _add_skew_limits(p)
     _add_kubeconfig(p, "default: in-cluster, else $KUBECONFIG or ~/.kube/config")
+    _add_write_timeout(p)
     _add_logging(p, one_shot=True)
     p.set_defaults(handler=_lazy("commands.handover", "hand_over"))
     back = sub.add_parser(
@@ -403,6 +406,7 @@ def _add_hand_over(sub: Any) -> None:
     back.add_argument("names", nargs="+", metavar="NAME", help="the MachineSets")
     back.add_argument("-n", "--namespace", default=MAPI_NAMESPACE, help=f"their namespace (default: {MAPI_NAMESPACE})")
     _add_kubeconfig(back, "default: in-cluster, else $KUBECONFIG or ~/.kube/config")
+    _add_write_timeout(back)
     _add_logging(back, one_shot=True)
     back.set_defaults(handler=_lazy("commands.handover", "hand_back"))
 
@@ -462,6 +466,11 @@ _COMMANDS: dict[str, Callable[[Any], None]] = {
     "hand-back": _add_hand_over,
     "fleet": _add_fleet,
 }
+
+
+def _add_write_timeout(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--timeout", type=duration_arg, default=30.0, metavar="DURATION",
+                   help="give up after this long without an answer (default: 30s; exit 1, the server named)")
 
 
 def _add_kubeconfig(p: argparse.ArgumentParser, default_text: str) -> None:

@@ -15,7 +15,6 @@ oldest boot image, and writes nothing unless `--yes` (which still prints the war
 from __future__ import annotations
 
 import argparse
-import asyncio
 import copy
 import sys
 from collections.abc import Mapping
@@ -37,16 +36,17 @@ from ..kube.client import make_api_client
 from ..kube.core_api import CoreApi
 from ..kube.retry import retry_on_conflict
 from ..reconcile.writer import MachineSetWriter
+from .one_shot import run_within_timeout
 
 EXIT_OK, EXIT_FAILED = 0, 1
 
 
 def hand_over(args: argparse.Namespace) -> int:
-    return asyncio.run(_hand_over(args))
+    return run_within_timeout(_hand_over, args)
 
 
 def hand_back(args: argparse.Namespace) -> int:
-    return asyncio.run(_hand_back(args))
+    return run_within_timeout(_hand_back, args)
 
 
 def hand_over_ops(obj: Mapping[str, Any], holder_uid: str) -> JsonPatch | None:

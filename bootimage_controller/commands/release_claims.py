@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 
 from kubernetes_asyncio.client import CustomObjectsApi
 
 from ..kube.client import make_api_client
 from ..kube.core_api import CoreApi
+from .one_shot import run_within_timeout
 
 
 def release_claims(args: argparse.Namespace) -> int:
-    return asyncio.run(_release_claims(args))
+    return run_within_timeout(_release_claims, args)
 
 
 async def _release_claims(args: argparse.Namespace) -> int:
@@ -46,7 +46,7 @@ async def _release_claims(args: argparse.Namespace) -> int:
 
 
 def rollback(args: argparse.Namespace) -> int:
-    return asyncio.run(_rollback(args))
+    return run_within_timeout(_rollback, args)
 
 
 async def _rollback(args: argparse.Namespace) -> int:

@@ -1,0 +1,38 @@
+"""Running a one-shot write command (`rollback`, `hand-over`, `hand-back`, `release-claims`) within
+its `--timeout` (issue 47): an API server that accepts and never answers ends the command with one
+line naming the server, not a wait until someone kills it."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from ..kube.client import load_configuration
+
+EXIT_TIMED_OUT = 1
+
+
+def run_within_timeout(main: Callable[[argparse.Namespace], Coroutine[Any, Any, int]], args: argparse.Namespace) -> int:
+    """`main(args)` in a new event loop, stopped after `args.timeout` seconds. What it wrote before
+    then stays: each write tests the object's resourceVersion, so running the command again is safe."""
+    server = ["the API server"]
+
+    async def bounded() -> int:
+        cfg = await load_configuration(args.kubeconfig)
+        server[0] = f"the Kubernetes API server {cfg.host}"
+        async with asyncio.timeout(args.timeout):
+            return await main(args)
+
+    try:
+        return asyncio.run(bounded())
+    except TimeoutError:
+        where = f" (--kubeconfig {args.kubeconfig})" if args.kubeconfig else ""
+        print(f"error: {args.command}: no answer from {server[0]}{where} within {args.timeout:g}s (--timeout); "
+              "stopped: what was written before stays, and running it again is safe", file=sys.stderr)
+        return EXIT_TIMED_OUT
+
+
+__all__ = ["EXIT_TIMED_OUT", "run_within_timeout"]
