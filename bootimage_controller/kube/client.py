@@ -239,12 +239,32 @@ async def load_configuration(kubeconfig: str | None, context: str | None = None)
 async def _load_file(path: Path, named: str, cfg: Any, context: str | None = None) -> None:
     if not path.is_file():
         raise ClientConfigError(f"{named}: no such file")
+    _check_context(path, named, context)
     try:
         await kconfig.load_kube_config(config_file=str(path), context=context, client_configuration=cfg,
                                        persist_config=False)
     except (kconfig.ConfigException, OSError, ValueError, TypeError, KeyError, AttributeError, yaml.YAMLError) as exc:
         cause = " ".join(str(exc).split()) or type(exc).__name__
         raise ClientConfigError(f"{named}: not a usable kubeconfig: {cause}") from None
+
+
+def _check_context(path: Path, named: str, context: str | None) -> None:
+    """A context the file does not have (given, or its current-context) is said with the ones it
+    has: the file is fine, the name is not (issue 47). A file that does not parse is left to the
+    loader, which says where."""
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return
+    if not isinstance(doc, dict):
+        return
+    wanted = context or doc.get("current-context")
+    names = [str(c.get("name")) for c in doc.get("contexts") or [] if isinstance(c, dict)]
+    if not wanted:
+        raise ClientConfigError(f"{named}: no current-context; pass --context with one of: {', '.join(names) or 'none'}")
+    if wanted not in names:
+        given = "--context" if context else "current-context"
+        raise ClientConfigError(f"{named}: no context {wanted!r} ({given}); it has: {', '.join(names) or 'none'}")
 
 
 async def make_api_client(

@@ -12,6 +12,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+import yaml
 from aiohttp import web
 from harness.fake_http import serving
 from kubernetes_asyncio.client import Configuration, CoreV1Api, CustomObjectsApi
@@ -394,3 +395,14 @@ async def test_write_and_discard_sends_what_the_generated_patch_sends() -> None:
     for header in ("Authorization", "Content-Type", "Accept", "User-Agent"):
         assert lean[2][header] == generated[2][header], header
     assert lean[2]["Authorization"] == "Bearer sekret"
+
+
+async def test_a_context_the_kubeconfig_lacks_is_said_with_the_ones_it_has(tmp_path: Path) -> None:
+    """The file is fine; the name is not (issue 47): not "not a usable kubeconfig"."""
+    kc = tmp_path / "kc"
+    write_kubeconfig(kc, "https://192.0.2.1:6443")
+    names = [c["name"] for c in yaml.safe_load(kc.read_text())["contexts"]]
+    with pytest.raises(ClientConfigError) as err:
+        await load_configuration(str(kc), "prod-east")
+    assert str(err.value) == f"--kubeconfig {kc}: no context 'prod-east' (--context); it has: {', '.join(names)}"
+    assert (await load_configuration(str(kc), names[0])).host == "https://192.0.2.1:6443"
