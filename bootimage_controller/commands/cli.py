@@ -52,6 +52,9 @@ EXIT_USAGE = 2
 EXIT_SKEW = 3
 EXIT_DOWNGRADE = 4  # --fail-on-downgrade: --bootimages is older than the cluster
 EXIT_CANNOT_JUDGE = 5  # --fail-on-downgrade: there is no release to compare (issue 27: never a silent 0)
+# --cloud-verify could not ask a cloud the plan needed (its SDK or credentials missing): the plan was
+# made with the offline rules for it, and a script must not take it for a verified one (issue 47).
+EXIT_NOT_VERIFIED = 6
 
 ENV_GCP_ENDPOINT = "BOOTIMAGE_GCP_ENDPOINT"
 ENV_OVA_MIRROR = "BOOTIMAGE_OVA_MIRROR"
@@ -189,7 +192,8 @@ def _add_plan(sub: Any) -> None:
             "exit status: 0 a plan was made (skips and per-MachineSet errors included), 1 bad input, "
             "2 usage, 3 with --fail-on-skew when boot image skew would hold upgrades, 4 with "
             "--fail-on-downgrade when --bootimages is older than the cluster, 5 with --fail-on-downgrade "
-            "when that cannot be told"
+            "when that cannot be told, 6 with --cloud-verify when a cloud the plan needed could not be asked "
+            "(its SDK or credentials missing; the warning names which)"
         ),
     )
     p.add_argument("paths", nargs="*", metavar="PATH", help="YAML/JSON files or folders (searched recursively); - reads standard input")
@@ -677,8 +681,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
     )
     decisions = plan_inputs.run_planner(prepared)
     cloud_note = "cloud verification: off (offline rules)"
+    unverified: list[str] = []
     if args.cloud_verify:
-        prepared, decisions, cloud_note = _cloud_verify(args, prepared, decisions)
+        prepared, decisions, cloud_note, unverified = _cloud_verify(args, prepared, decisions)
     limits = SkewLimits.from_flags(
         args.ocp_skew_limit, args.rhel_skew_limit, ocp_flag="--ocp-skew-limit", rhel_flag="--rhel-skew-limit"
     )
@@ -692,6 +697,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
         left = f" ({others} left to the MCO, Hive or a policy, which write their own)" if others else ""
         print(f"wrote {len(written)} patched manifest(s) to {args.write_patched}{left}", file=sys.stderr)
     code = EXIT_SKEW if args.fail_on_skew and report.upgrades_held else EXIT_OK
+    if unverified and code == EXIT_OK:
+        code = EXIT_NOT_VERIFIED
     downgrade, unknown = _downgrade(args, prepared)
     if downgrade is not None:
         print(f"warning: {downgrade}", file=sys.stderr)
@@ -712,8 +719,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 def _cloud_verify(
     args: argparse.Namespace, prepared: PreparedPlan, decisions: list[BootImageDecision]
-) -> tuple[PreparedPlan, list[BootImageDecision], str]:
-    """Rule 9: ask the clouds about the images the offline plan names, then plan again with the answers."""
+) -> tuple[PreparedPlan, list[BootImageDecision], str, list[str]]:
+    """Rule 9: ask the clouds about the images the offline plan names, then plan again with the answers.
+    Also returns the platforms the plan needed that could not be asked (their SDK or credentials missing)."""
     from ..cloud import queries
     from ..cloud.verifier import SDK_EXTRAS, CloudVerifier
     from ..plan import inputs as plan_inputs
@@ -735,6 +743,7 @@ def _cloud_verify(
         used.append(f"VSphere (Secret {secret.namespace}/{secret.name}, {secret.source})" if secret is not None
                     else "VSphere (no credentials Secret among the inputs)")
     missing = {d.platform for d in decisions if d.platform in queries.CLOUD_PLATFORM_NAMES} - set(platforms)
+    missing_all = set(missing)
     note = "cloud verification: " + ("; ".join(used) if used else "no usable credentials")
     for name in sorted(missing & no_sdk):
         # The credentials are there; the SDK is what is missing (issue 27): say that, and the fix.
@@ -752,7 +761,7 @@ def _cloud_verify(
             "environment variables: see `plan --help`)",
             file=sys.stderr,
         )
-    return prepared, decisions, note
+    return prepared, decisions, note, sorted(str(m) for m in missing_all)
 
 
 async def _verify_rounds(

@@ -89,6 +89,7 @@ def test_credentials_secret_among_the_inputs(run: Run, tmp_path: Path, ec2: Any,
     d = cluster_dir(tmp_path, [ms_in("east-1", "us-east-1")])
     without = run("plan", d, "--cloud-verify")
     assert "no usable credentials for AWS" in without.err
+    assert without.code == 6, "planned with the offline rules: not a verified plan (issue 47)"
     assert by_name(run("plan", d, "--cloud-verify", "-o", "json").json())["east-1"]["action"] == "patch"
 
     import base64
