@@ -19,7 +19,7 @@ import shutil
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import structlog
 
@@ -162,13 +162,21 @@ def non_negative_float(value: str) -> float:
 # ---- the parser ---------------------------------------------------------------------------------
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage errors as kubectl says them (issue 47): the one line that matters and where the help
+    is, not the whole usage block before it. Exit 2, as argparse."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"error: {message}\nSee '{self.prog} --help' for usage.\n")
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The command line's parser. With `only` (a command's name) it has that command alone, which
     is what `main` builds when the first argument names one: the others' arguments and their
     gettext lookups were 4 of the 6 ms argparse took at every start, inside the daemon's time to
     its first patch (issue 36). A command's own help and usage errors read the same either way;
     the top level's (`--help`, a misspelt command) list every command, so they get them all."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="bootimage-controller",
         description="Keeps OpenShift worker MachineSet boot images current and enforces boot image skew.",
     )

@@ -143,7 +143,8 @@ def table(rows: Sequence[ClusterRow], width: int = 160) -> str:
                                  break_long_words=False, break_on_hyphens=False))
     counts = Counter(r.status for r in rows)
     summary = ", ".join(f"{counts[s]} {s}" for s in STATUS_ORDER if counts[s])
-    return "\n".join(out) + f"\n\n{len(rows)} clusters: {summary}\n"
+    noun = "cluster" if len(rows) == 1 else "clusters"
+    return "\n".join(out) + f"\n\n{len(rows)} {noun}: {summary}\n"
 
 
 # ---- the page ---------------------------------------------------------------------------------

@@ -180,3 +180,13 @@ def test_help_exits_0(run: Run) -> None:
     for flag in ("--bootimages", "--from-cluster", "--write-patched", "--cloud-verify", "--control-plane-arch",
                  "--fail-on-skew", "--ocp-skew-limit", "--rhel-skew-limit", "--gcp-endpoint", "--azure-endpoint"):
         assert flag in result.out
+
+
+@pytest.mark.parametrize("argv", [["plan", str(EXAMPLE), "--output", "xml"], ["rollback"], ["frobnicate"]])
+def test_a_usage_error_is_one_line_and_where_the_help_is(run: Run, argv: list[str]) -> None:
+    """As kubectl says it (issue 47): not the whole usage block before the line that matters."""
+    result = run(*argv)
+    lines = result.err.strip().splitlines()
+    assert result.code == 2 and len(lines) == 2, result.err
+    assert lines[0].startswith("error: ") and lines[1].startswith("See 'bootimage-controller")
+    assert lines[1].endswith("--help' for usage.") and "usage:" not in result.err

@@ -225,3 +225,13 @@ def test_each_pool_carries_its_verdict_and_the_cluster_its_oldest_unproven_image
     assert "1/3" in out and "1/2" in out
     assert "boot image failed its first boot: gpu (ami-bad)" in out
     assert row("c3", pools=(_judged("w", "verified", 5),)).to_json()["oldestUnverified"] is None
+
+
+def test_the_table_counts_one_cluster_in_the_singular() -> None:
+    from bootimage_controller.core.fleet import failed_cluster
+    from bootimage_controller.fleet.render import table
+
+    one = table([failed_cluster("east", "kubeconfig", "cannot reach it")], 120)
+    assert "\n1 cluster: 1 error\n" in one, one
+    two = table([failed_cluster("east", "k", "x"), failed_cluster("west", "k", "y")], 120)
+    assert "\n2 clusters: 2 error\n" in two, two
