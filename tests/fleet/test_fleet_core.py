@@ -235,3 +235,16 @@ def test_the_table_counts_one_cluster_in_the_singular() -> None:
     assert "\n1 cluster: 1 error\n" in one, one
     two = table([failed_cluster("east", "k", "x"), failed_cluster("west", "k", "y")], 120)
     assert "\n2 clusters: 2 error\n" in two, two
+
+
+def test_a_stray_manifest_or_bad_yaml_in_a_kubeconfig_folder_is_said_for_what_it_is(tmp_path: Path) -> None:
+    """Issue 47: a MachineSet YAML there is not "no current-context", a garbage one not a parser dump."""
+    folder = tmp_path / "kubeconfigs"
+    folder.mkdir()
+    (folder / "machineset.yaml").write_text(yaml.safe_dump({"apiVersion": "machine.openshift.io/v1beta1",
+                                                            "kind": "MachineSet", "metadata": {"name": "w"}}))
+    (folder / "garbage.yaml").write_text("clusters:\n  - name: [unclosed\n")
+    errors = {s.name: s.error for s in discover([], [str(folder)], [], False)}
+    assert errors["machineset.yaml"] == ("not a kubeconfig but a MachineSet (machine.openshift.io/v1beta1): give "
+                                         "must-gather trees and manifests as PATHs, kubeconfigs with --kubeconfig")
+    assert (errors["garbage.yaml"] or "").startswith("not a readable kubeconfig: invalid YAML at line 3 column 1:"), errors
