@@ -248,10 +248,10 @@ _NOT_SHOWN = frozenset({"timestamp", "logger", "logger_name", "level", "event", 
 _NOTED: set[Any] = set()
 
 
-def log_input_notes(notes: Iterable[Any], logger: Any = None) -> None:
+def log_input_notes(notes: Iterable[Any]) -> None:
     """Log, once per process, each value the pure core passed over (`core.model.InputNote`): status
     is recomputed every few seconds from every MachineSet, and one odd value is worth one line."""
-    out = logger or structlog.get_logger("bootimage_controller.skew")
+    out = structlog.get_logger("bootimage_controller.skew")
     for note in notes:
         if note in _NOTED:
             continue

@@ -31,7 +31,6 @@ from .clients import RebuildableClient
 from .credentials import AzureCredentials
 
 AZURE_ENDPOINT_ENV = "BOOTIMAGE_AZURE_ENDPOINT"
-AZURE_AUTHORITY_ENV = "BOOTIMAGE_AZURE_AUTHORITY"
 # Marketplace images the publisher has retired can no longer boot new VMs.
 _DEPRECATED = "deprecated"
 
@@ -83,10 +82,6 @@ def image_urn(publisher: str, offer: str, sku: str, version: str) -> str:
 
 def resolve_endpoint(explicit: str | None = None) -> str | None:
     return explicit or os.environ.get(AZURE_ENDPOINT_ENV) or None
-
-
-def resolve_authority(explicit: str | None = None) -> str | None:
-    return explicit or os.environ.get(AZURE_AUTHORITY_ENV) or None
 
 
 def make_credential(credentials: AzureCredentials, authority: str | None = None) -> Any:

@@ -18,11 +18,12 @@ EXIT_TIMED_OUT = 1
 def run_within_timeout(main: Callable[[argparse.Namespace], Coroutine[Any, Any, int]], args: argparse.Namespace) -> int:
     """`main(args)` in a new event loop, stopped after `args.timeout` seconds. What it wrote before
     then stays: each write tests the object's resourceVersion, so running the command again is safe."""
-    server = ["the API server"]
+    server = "the API server"
 
     async def bounded() -> int:
-        cfg = await load_configuration(args.kubeconfig)
-        server[0] = f"the Kubernetes API server {cfg.host}"
+        nonlocal server
+        # Read first only to name the server if it never answers (a small file; read again by main).
+        server = f"the Kubernetes API server {(await load_configuration(args.kubeconfig)).host}"
         async with asyncio.timeout(args.timeout):
             return await main(args)
 
@@ -30,7 +31,7 @@ def run_within_timeout(main: Callable[[argparse.Namespace], Coroutine[Any, Any, 
         return asyncio.run(bounded())
     except TimeoutError:
         where = f" (--kubeconfig {args.kubeconfig})" if args.kubeconfig else ""
-        print(f"error: {args.command}: no answer from {server[0]}{where} within {args.timeout:g}s (--timeout); "
+        print(f"error: {args.command}: no answer from {server}{where} within {args.timeout:g}s (--timeout); "
               "stopped: what was written before stays, and running it again is safe", file=sys.stderr)
         return EXIT_TIMED_OUT
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import yaml
 
 from ..errors import InputError
-from ..kube.kubeconfig import default_kubeconfig, missing_kubeconfig
+from ..kube.kubeconfig import contexts_of, default_kubeconfig, missing_kubeconfig
 from ..plan.inputs import must_gather_roots
 
 
@@ -126,10 +126,8 @@ def _contexts_of(path: Path) -> tuple[list[str], str | None]:
         # A manifest left in a folder of kubeconfigs: say what it is, not "no current-context".
         raise InputError(str(path), None, f"not a kubeconfig but a {kind} ({doc.get('apiVersion')}): give "
                                           "must-gather trees and manifests as PATHs, kubeconfigs with --kubeconfig")
-    entries = doc.get("contexts") or []
-    names = [str(c["name"]) for c in entries if isinstance(c, dict) and isinstance(c.get("name"), str)]
-    current = doc.get("current-context")
-    return names, current if isinstance(current, str) and current in names else None
+    names, current = contexts_of(doc)
+    return names, current if current in names else None
 
 
 def _unique_names(sources: list[ClusterSource]) -> list[ClusterSource]:

@@ -35,7 +35,7 @@ from .. import __version__
 from ..constants import MCO_NAMESPACE
 from ..observability import API_REQUESTS
 from .fence import WriteFence, check_write
-from .kubeconfig import default_kubeconfig, missing_kubeconfig
+from .kubeconfig import contexts_of, default_kubeconfig, missing_kubeconfig
 from .retry import TokenBucket
 from .tls import api_tls_context
 
@@ -258,8 +258,8 @@ def _check_context(path: Path, named: str, context: str | None) -> None:
         return
     if not isinstance(doc, dict):
         return
-    wanted = context or doc.get("current-context")
-    names = [str(c.get("name")) for c in doc.get("contexts") or [] if isinstance(c, dict)]
+    names, current = contexts_of(doc)
+    wanted = context or current
     if not wanted:
         raise ClientConfigError(f"{named}: no current-context; pass --context with one of: {', '.join(names) or 'none'}")
     if wanted not in names:

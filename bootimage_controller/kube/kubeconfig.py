@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 
 def default_kubeconfig() -> Path:
@@ -28,3 +30,12 @@ def missing_kubeconfig() -> str | None:
     if default_kubeconfig().is_file():
         return None
     return "no kubeconfig: pass --kubeconfig FILE, set KUBECONFIG, or log in (~/.kube/config does not exist)"
+
+
+def contexts_of(doc: Mapping[str, Any]) -> tuple[list[str], str | None]:
+    """A parsed kubeconfig's context names and its `current-context` (None when unset or not a
+    string; it may name a context the file lacks)."""
+    entries = doc.get("contexts") or []
+    names = [str(c["name"]) for c in entries if isinstance(c, dict) and isinstance(c.get("name"), str)]
+    current = doc.get("current-context")
+    return names, current if isinstance(current, str) and current else None
