@@ -159,15 +159,20 @@ def audited_cluster(fresh_cluster: ClusterFactory, tmp_path: Path) -> tuple[Test
 
 def audit_writes(log: Path, user: str, since: float) -> list[dict[str, Any]]:
     """Write requests `user` sent after `since` (epoch seconds), as the API server received them."""
+    return [e for e in audit_events(log, user, since) if e["verb"] in WRITE_VERBS]
+
+
+def audit_events(log: Path, user: str, since: float, until: float = float("inf"),
+                 stage: str = "RequestReceived") -> list[dict[str, Any]]:
+    """The audit events of `user`'s requests received in [`since`, `until`) (epoch seconds), at
+    `stage` (`RequestReceived`: every request as it arrived; `ResponseComplete`: with its answer)."""
     out = []
     for line in log.read_text().splitlines():
         event = json.loads(line)
-        if event.get("stage") != "RequestReceived" or event["user"]["username"] != user:
-            continue
-        if event["verb"] not in WRITE_VERBS:
+        if event.get("stage") != stage or event["user"]["username"] != user:
             continue
         received = datetime.strptime(event["requestReceivedTimestamp"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
-        if received.timestamp() >= since:
+        if since <= received.timestamp() < until:
             out.append(event)
     return out
 

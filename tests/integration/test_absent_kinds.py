@@ -11,9 +11,7 @@ Five minutes of waiting: it runs beside the suite (hack/test.sh), with the API s
 from __future__ import annotations
 
 import asyncio
-import json
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +19,7 @@ import pytest
 from harness.cluster import ClusterFactory
 from harness.objects import api_client_for, apply, kube_request
 
-from .daemon_helpers import audited_cluster, start_daemon_process, wait_for
+from .daemon_helpers import audit_events, audited_cluster, start_daemon_process, wait_for
 from .fleet import ami, aws_machinesets, base_cluster
 
 pytestmark = pytest.mark.integration
@@ -39,19 +37,6 @@ ABSENT = [f"{plural}.{CAPI_GROUP}" for plural in ("machinesets", "machinedeploym
     "proxies.config.openshift.io"]
 
 
-def requests(log: Path, since: float, until: float) -> list[dict[str, Any]]:
-    """Every request the daemon sent in [since, until), as the API server received it."""
-    out = []
-    for line in log.read_text().splitlines():
-        event = json.loads(line)
-        if event.get("stage") != "RequestReceived" or event["user"]["username"] != USER:
-            continue
-        at = datetime.strptime(event["requestReceivedTimestamp"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
-        if since <= at.timestamp() < until:
-            out.append(event)
-    return out
-
-
 def absent_kind_of(event: dict[str, Any]) -> str | None:
     """The absent kind a request was about (the kind itself, or its CRD by name), else None."""
     ref = event.get("objectRef") or {}
@@ -63,16 +48,11 @@ def absent_kind_of(event: dict[str, Any]) -> str | None:
 
 
 def served_list_after(log: Path, resource: str, group: str, since: float) -> bool:
-    for line in log.read_text().splitlines():
-        event = json.loads(line)
-        ref = event.get("objectRef") or {}
-        if (event.get("stage") == "ResponseComplete" and event["user"]["username"] == USER
-                and event["verb"] == "list" and ref.get("resource") == resource and ref.get("apiGroup") == group
-                and (event.get("responseStatus") or {}).get("code") == 200):
-            at = datetime.strptime(event["requestReceivedTimestamp"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
-            if at.timestamp() >= since:
-                return True
-    return False
+    """A LIST of the kind the daemon sent after `since` and the server answered with 200."""
+    return any(e["verb"] == "list" and (e.get("objectRef") or {}).get("resource") == resource
+               and (e.get("objectRef") or {}).get("apiGroup") == group
+               and (e.get("responseStatus") or {}).get("code") == 200
+               for e in audit_events(log, USER, since, stage="ResponseComplete"))
 
 
 async def test_an_absent_kind_costs_one_request_in_five_minutes_and_is_used_within_a_minute_of_its_crd(
@@ -102,7 +82,7 @@ async def test_an_absent_kind_costs_one_request_in_five_minutes_and_is_used_with
             await asyncio.sleep(10)  # past its start-up reads
             start = time.time()
             await asyncio.sleep(IDLE)
-            idle = requests(audit_log, start, start + IDLE)
+            idle = audit_events(audit_log, USER, start, start + IDLE)
             per_kind: dict[str, int] = {}
             for event in idle:
                 kind = absent_kind_of(event)
