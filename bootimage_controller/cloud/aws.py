@@ -40,6 +40,7 @@ from ..constants import AWS_MARKETPLACE_OWNER, Platform
 from ..core.cloud.facts import CloudImage, ImageKey, MarketplaceCandidates
 from ..core.cloud.marketplace import marketplace_product_id
 from ..core.cloud.releases import release_in_text
+from ..data import EC2_API_VERSION, botocore_models
 from .credentials import AwsAuthMode, AwsCredentials
 
 ROLE_SESSION_NAME = "bootimage-controller"
@@ -68,8 +69,10 @@ class AwsOptions:
 SessionFactory = Callable[[AwsCredentials, str], boto3.session.Session]
 
 # One model loader for every session: parsing the EC2 service model costs about half a second,
-# and each new botocore session would otherwise parse it again (per region, per rotation).
-_LOADER = botocore.loaders.create_loader()
+# and each new botocore session would otherwise parse it again (per region, per rotation). It
+# searches the package's EC2 model cut to DescribeImages and endpoints cut to EC2 and STS first
+# (data/botocore, hack/gen_botocore_data.py): botocore's whole files are about 22 MiB more per process.
+_LOADER = botocore.loaders.Loader(extra_search_paths=[botocore_models()])
 
 
 def _core_session() -> botocore.session.Session:
@@ -151,7 +154,8 @@ class AwsImages:
             client = self._clients.get(region)
             if client is None:
                 session = self._session_factory(self._credentials, region)
-                client = session.client("ec2", region_name=region, config=self._options.botocore_config())
+                client = session.client("ec2", region_name=region, api_version=EC2_API_VERSION,
+                                        config=self._options.botocore_config())
                 self._clients[region] = client
             return client
 

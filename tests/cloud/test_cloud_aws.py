@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import boto3
 import pytest
 
 from bootimage_controller.cloud.aws import AwsImages, AwsOptions
@@ -14,11 +17,13 @@ from bootimage_controller.cloud.verifier import CloudVerifier, VerifierSettings
 from bootimage_controller.constants import AWS_MARKETPLACE_OWNER, AWS_RED_HAT_OWNER
 from bootimage_controller.core.cloud.facts import ImageKey
 from bootimage_controller.core.cloud.marketplace import marketplace_product_id, pick_marketplace_image
+from bootimage_controller.data import EC2_API_VERSION
 
 from .amis import CUSTOM_AMI, CUSTOM_OWNER, MARKETPLACE_AMIS, OCP_X86_PRODUCT, OKE_X86_PRODUCT, STREAM_DIR
 from .conftest import FAST, moto_reset, secret
 from .fakes import FaultProxy
 
+REPO = Path(__file__).resolve().parents[2]
 OPTIONS = AwsOptions(max_attempts=3, connect_timeout=2.0, read_timeout=5.0)
 
 
@@ -106,7 +111,9 @@ def test_missing_or_malformed_ami_does_not_exist(ec2: AwsImages, ami: str) -> No
 def test_deregistered_target_is_gone_in_that_region_only(aws_env: str, ec2: AwsImages) -> None:
     ami, _release = stream_ami("installer-release-4.22-coreos-rhel-9.json", "x86_64", "us-east-1")
     try:
-        ec2.client("us-east-1").deregister_image(ImageId=ami)
+        # With botocore's whole model: the daemon's own client knows DescribeImages only.
+        boto3.client("ec2", region_name="us-east-1", aws_access_key_id="k", aws_secret_access_key="s").deregister_image(
+            ImageId=ami)
         assert not ec2.describe_image("us-east-1", ami).exists
         assert ec2.describe_image("eu-west-1", ami).exists
     finally:
@@ -223,3 +230,16 @@ def test_deprecation_reads_iso_times_and_names_an_unreadable_one() -> None:
     assert deprecation("2026-11-28T00:00:00Z", now) is None
     assert deprecation(None, now) is None and deprecation("", now) is None
     assert deprecation("next tuesday", now) == "deprecated (DeprecationTime 'next tuesday')"
+
+
+def test_the_ec2_client_is_built_from_the_model_cut_to_describe_images(ec2: AwsImages) -> None:
+    """The daemon's EC2 clients load the package's cut model (issue 48, 16 MiB less per process),
+    and the cut model is botocore's own DescribeImages, shapes and all (`hack/gen_botocore_data.py`)."""
+    client = ec2.client("us-east-1")
+    assert client.meta.service_model.operation_names == ["DescribeImages"]
+    assert client.meta.service_model.api_version == EC2_API_VERSION
+    # The paginator the Marketplace lookup pages with comes from botocore's own data.
+    assert client.can_paginate("describe_images")
+    regenerated = subprocess.run([sys.executable, str(REPO / "hack" / "gen_botocore_data.py"), "--check"],
+                                 capture_output=True, text=True, check=False)
+    assert regenerated.returncode == 0, regenerated.stdout + regenerated.stderr
