@@ -50,10 +50,17 @@ def _listen(addr: Address) -> socket.socket:
     return socket.create_server((host, addr.port), family=family)
 
 
+# Each tick wakes an idle daemon, and a wakeup of the event loop costs about 0.3-0.45 ms of CPU on
+# a 2-core VM: at 1 s the ticks were 60 of its 77 wakeups a minute, settled (issue 48,
+# docs/benchmarks.md "Footprint"). A loop stuck for good fails the kubelet's probe by its timeout
+# anyway; the tick tells a loop that answers, but starved (every tick late by `max_loop_lag`).
+HEARTBEAT_INTERVAL = 30.0
+
+
 class LoopHeartbeat:
     """A task that ticks every `interval`; a stale tick means the event loop is starved or stuck."""
 
-    def __init__(self, interval: float = 1.0, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, interval: float = HEARTBEAT_INTERVAL, clock: Callable[[], float] = time.monotonic) -> None:
         self.interval = interval
         self._clock = clock
         self.last_tick = clock()
