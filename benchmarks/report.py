@@ -365,11 +365,12 @@ def _profile_tables(r: SizeResult) -> list[str]:
     return out
 
 
-def write_doc(path: Path, generated: str) -> None:
-    """Replace the generated section of `path`, keeping the hand-written text around it."""
-    text = path.read_text() if path.exists() else f"# Benchmarks\n\n{BEGIN}\n{END}\n"
-    start, end = text.find(BEGIN), text.find(END)
-    if start < 0 or end < 0:
-        text = text.rstrip() + f"\n\n{BEGIN}\n{END}\n"
-        start, end = text.find(BEGIN), text.find(END)
-    path.write_text(text[:start] + generated.rstrip("\n") + text[end + len(END):])
+def write_doc(path: Path, generated: str, begin: str = BEGIN, end: str = END) -> None:
+    """Replace the generated section of `path` (`generated` starts with `begin` and ends with `end`),
+    keeping the hand-written text around it."""
+    text = path.read_text() if path.exists() else f"# Benchmarks\n\n{begin}\n{end}\n"
+    first, last = text.find(begin), text.find(end)
+    if first < 0 or last < 0:
+        text = text.rstrip() + f"\n\n{begin}\n{end}\n"
+        first, last = text.find(begin), text.find(end)
+    path.write_text(text[:first] + generated.rstrip("\n") + text[last + len(end):])

@@ -32,12 +32,16 @@ def main() -> None:
 
 
 @contextlib.contextmanager
-def running_moto(amis: list[dict[str, Any]], workdir: Path) -> Iterator[str]:
-    """moto's server in a process of its own, serving `amis` (MOTO_AMIS_PATH); yields its URL."""
+def running_moto(amis: list[dict[str, Any]], workdir: Path, log: Path | None = None) -> Iterator[str]:
+    """moto's server in a process of its own, serving `amis` (MOTO_AMIS_PATH); yields its URL.
+    `log`: where its request lines go (default: this process's stderr)."""
     path = workdir / "amis.json"
     path.write_text(json.dumps(amis))
-    proc = subprocess.Popen([sys.executable, __file__], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+    stderr = log.open("wb") if log is not None else None
+    proc = subprocess.Popen([sys.executable, __file__], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
                             env={**os.environ, "MOTO_AMIS_PATH": str(path)}, text=True)
+    if stderr is not None:
+        stderr.close()  # the child has its own copy
     assert proc.stdout is not None and proc.stdin is not None
     try:
         ready, _, _ = select.select([proc.stdout], [], [], 60)

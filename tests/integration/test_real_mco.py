@@ -82,14 +82,19 @@ WINDOWS = {"spec": {"template": {"metadata": {"labels": {"machine.openshift.io/o
 POOL_OWNER = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "pool-owner", "namespace": MAPI_NAMESPACE}}
 
 
-@pytest.fixture
-def moto_with_next_amis(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """moto's EC2 with every stream AMI and the next release's (Red Hat's), for the MCO and the daemon."""
+def catalogue_with_next_release() -> list[dict[str, Any]]:
+    """Every stream AMI and the next release's (Red Hat's, in EC2 only), as moto serves them."""
     amis = catalogue()
     template = next(a for a in amis if a["owner_id"] == RED_HAT_OWNER and a["architecture"] == "x86_64")
     for ami_id, release in ((NEXT_RHEL9, "9.8.20260601-0"), (NEXT_RHEL10, "10.2.20260601-0")):
         amis.append({**template, "ami_id": ami_id, "name": f"rhcos-{release}-x86_64", "description": f"OpenShift 4 {release}"})
-    with running_moto(amis, tmp_path) as url:
+    return amis
+
+
+@pytest.fixture
+def moto_with_next_amis(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """moto's EC2 with every stream AMI and the next release's, for the MCO and the daemon."""
+    with running_moto(catalogue_with_next_release(), tmp_path) as url:
         point_boto3_at(url, tmp_path, monkeypatch)
         yield url
 
@@ -111,7 +116,10 @@ def writers(ms: dict[str, Any]) -> set[str]:
     return {e["manager"] for e in ms["metadata"].get("managedFields", []) if '"f:ami"' in json.dumps(e.get("fieldsV1"))}
 
 
-async def arrange(api: k8s_client.ApiClient, binary: Path) -> Any:
+async def arrange_cluster(api: k8s_client.ApiClient, binary: Path) -> Any:
+    """A 4.22 AWS cluster installed at 4.12, as the MCO and the daemon read it, without MachineSets;
+    the MachineConfiguration status as the operator writes it. Returns that status's node disruption
+    part (the operator's default), to write it again after a spec change."""
     await apply(api, infrastructure("AWS", region="us-east-1"))
     await apply(api, cluster_version(INSTALLED_412))
     await apply(api, mco_cluster_operator("4.22.0"))
@@ -123,6 +131,13 @@ async def arrange(api: k8s_client.ApiClient, binary: Path) -> Any:
     await apply(api, golden(False))
     await apply(api, user_data_secret())
     await apply(api, credentials_secret("AKIDEXAMPLEKEY123456", "not-a-real-secret-value-0123456789"))
+    node_disruption = printed(binary, "--print-node-disruption-status")
+    await play_operator(api, node_disruption)
+    return node_disruption
+
+
+async def arrange(api: k8s_client.ApiClient, binary: Path) -> Any:
+    node_disruption = await arrange_cluster(api, binary)
     await apply(api, machineset_from_fixture(FIXTURE, "mco-pool"))
     await apply(api, machineset_from_fixture(FIXTURE, "rhel10-pool", labels={LABEL_OSSTREAM: "rhel-10"}))
     await apply(api, machineset_from_fixture(FIXTURE, "argo-pool", annotations={ANNOTATION_ARGOCD_TRACKING_ID: ARGO_ID}))
@@ -151,8 +166,6 @@ async def arrange(api: k8s_client.ApiClient, binary: Path) -> Any:
     at_target = machineset_from_fixture(FIXTURE, "at-target-pool")
     at_target["spec"]["template"]["spec"]["providerSpec"]["value"]["ami"]["id"] = targets(golden(False))["mco-pool"]
     await apply(api, at_target)
-    node_disruption = printed(binary, "--print-node-disruption-status")
-    await play_operator(api, node_disruption)
     return node_disruption
 
 
