@@ -47,11 +47,12 @@ if [ "$#" -eq 0 ]; then
   beside=(--ignore=tests/integration/test_forecast_platforms.py --ignore=tests/integration/test_daemon_outage.py
           --ignore=tests/integration/test_absent_kinds.py --ignore=tests/integration/test_real_mco.py)
 fi
-# Three workers (one file at a time each, each with its own loopback control plane): most integration
-# tests wait on a server (a 60 s outage, a lease to expire), so a third worker fills those waits on
-# 2 cores; with two the suite took 10.4 minutes at b4c0370, over its 10-minute budget.
+# Four workers (one file at a time each, each with its own loopback control plane): most integration
+# tests wait on a server (a lease to expire, a first-boot deadline), so more workers than cores fill
+# those waits on 2 cores; with two the suite took 10.4 minutes at b4c0370, with three 10.4-11.2 at
+# 2c63944-46d5c6d, over its 10-minute budget.
 rc=0
-.venv/bin/python -m pytest -q -p no:cacheprovider -n 3 --dist loadfile --durations=15 "${beside[@]}" "$@" || rc=$?
+.venv/bin/python -m pytest -q -p no:cacheprovider -n 4 --dist loadfile --durations=15 "${beside[@]}" "$@" || rc=$?
 # Each process beside the suite: wait for it, print its output under a title, keep the first failure.
 beside_done() {
   local pid="$1" log="$2" title="$3" code=0
