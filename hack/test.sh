@@ -9,7 +9,8 @@ python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 # Against the image's pins (constraints.txt), so the tests run the versions the image ships; then
 # check the pins still cover every runtime dependency exactly (hack/gen_constraints.py).
-.venv/bin/python -m pip install -q -c constraints.txt -e '.[test]'
+# setuptools' "editable installation" banner (a UserWarning of its build backend) says nothing here.
+PYTHONWARNINGS="ignore::UserWarning" .venv/bin/python -m pip install -q -c constraints.txt -e '.[test]'
 .venv/bin/python hack/gen_constraints.py --check
 .venv/bin/ruff check
 .venv/bin/mypy
