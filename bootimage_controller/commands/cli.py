@@ -598,7 +598,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _stdout_gone()
         return EXIT_OK
     except Exception as exc:  # one line, never a traceback (SPEC: every failure is an exit code and a message)
-        print(f"error: {_one_line(exc, args.command)}", file=sys.stderr)
+        print(f"error: {_one_line(exc, args.command, _target(args))}", file=sys.stderr)
         if os.environ.get(TRACEBACK_ENV):
             raise
         return EXIT_BAD_INPUT
@@ -608,9 +608,25 @@ def main(argv: Sequence[str] | None = None) -> int:
 TRACEBACK_ENV = "BOOTIMAGE_TRACEBACK"
 
 
-def _one_line(exc: Exception, command: str | None = None) -> str:
+# The commands that talk to one cluster through a kubeconfig: a failure to reach it, or its answer,
+# names the kubeconfig, the context and the server (SPEC section 4). `fleet` names each cluster on
+# its own row; `aleph-report` runs in the cluster.
+_ONE_CLUSTER_COMMANDS = frozenset({"run", "plan", "rollback", "hand-over", "hand-back", "release-claims", "verify-boot"})
+
+
+def _target(args: argparse.Namespace) -> str | None:
+    if args.command not in _ONE_CLUSTER_COMMANDS:
+        return None
+    from ..kube.kubeconfig import target_of
+
+    return target_of(getattr(args, "kubeconfig", None), getattr(args, "context", None))
+
+
+def _one_line(exc: Exception, command: str | None = None, target: str | None = None) -> str:
     """What went wrong, in the words an administrator can act on. An answer of the API server (a
-    403, a 404) is the server's word, never "unexpected"; only a fault of ours asks for a traceback."""
+    403, a 404) is the server's word, never "unexpected"; only a fault of ours asks for a traceback.
+    `target`: the kubeconfig, context and server, said before a failure to reach it or its answer."""
+    where = f"{target}: " if target else ""
     from kubernetes_asyncio.client.exceptions import ApiException
 
     from ..kube.api_errors import ApiError, status_of
@@ -627,12 +643,12 @@ def _one_line(exc: Exception, command: str | None = None) -> str:
         message = exc.message if isinstance(exc, ApiError) else status_of(exc)[1]  # type: ignore[arg-type]
         refusal = Refusal.from_message(message or "") if status == 403 else None
         if refusal is not None:
-            return refused_sentence([refusal], command)
+            return where + refused_sentence([refusal], command)
         if status == 401:
-            return f"the API server did not accept the credentials ({text}): log in again or check the kubeconfig"
-        return f"the API server answered {text}"
+            return f"{where}the API server did not accept the credentials ({text}): log in again or check the kubeconfig"
+        return f"{where}the API server answered {text}"
     if isinstance(exc, (*CONNECTION_ERRORS, OSError)):
-        return f"cannot reach the Kubernetes API server: {text}"
+        return f"{where}cannot reach the Kubernetes API server: {text}"
     return f"{text} (unexpected; set {TRACEBACK_ENV}=1 for the traceback)"
 
 
@@ -698,7 +714,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     skew = plan_inputs.evaluate_plan_skew(prepared, decisions, limits)
     context = [*prepared.context.explanation, cloud_note, f"skew mode {skew.verdict.mode}: {skew.explanation}"]
     context += [f"stream mismatch (not enforced): {m.message}" for m in skew.verdict.mismatches if skew.verdict.upgradeable]
-    report = plan_output.PlanReport.build(decisions, skew.verdict.to_json(), context, prepared.forecast(decisions))
+    report = plan_output.PlanReport.build(decisions, skew.to_json(), context, prepared.forecast(decisions))
     if args.write_patched:
         written = plan_output.write_patched(report.decisions, prepared.objects_by_key(), Path(args.write_patched))
         others = plan_output.left_to_their_writers(report.decisions)

@@ -149,6 +149,7 @@ async def _hold_warnings(args: argparse.Namespace) -> dict[str, ClaimHold] | Non
     """Per name, the companion rules' warning when handing it over makes the MCO hold upgrades
     (planned from the live cluster as `plan --from-cluster` reads it). None: the cluster could not
     be read (said on stdout)."""
+    from ..kube.kubeconfig import target_of
     from ..plan import inputs as plan_inputs
     from ..plan.live import read_cluster_objects
 
@@ -156,7 +157,8 @@ async def _hold_warnings(args: argparse.Namespace) -> dict[str, ClaimHold] | Non
         objects = await read_cluster_objects(args.kubeconfig, False, command=args.command)
         prepared = plan_inputs.prepare(plan_inputs.classify(objects))
     except Exception as exc:  # a read or parse failure: one line, nothing written
-        print(f"error: cannot judge the hand-over, nothing written: {exc}", file=sys.stderr)
+        print(f"error: cannot judge the hand-over, nothing written: {target_of(args.kubeconfig)}: {exc}",
+              file=sys.stderr)
         return None
     machines = {(m.namespace, m.name): m.obj for m in prepared.inputs.machines if m.kind == MACHINESET_KIND}
     decisions = plan_inputs.run_planner(prepared)

@@ -1,6 +1,6 @@
 """Running a one-shot write command (`rollback`, `hand-over`, `hand-back`, `release-claims`) within
 its `--timeout` (issue 47): an API server that accepts and never answers ends the command with one
-line naming the server, not a wait until someone kills it."""
+line naming the kubeconfig, the context and the server, not a wait until someone kills it."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from ..kube.client import load_configuration
+from ..kube.kubeconfig import target_of
 
 EXIT_TIMED_OUT = 1
 
@@ -18,20 +18,17 @@ EXIT_TIMED_OUT = 1
 def run_within_timeout(main: Callable[[argparse.Namespace], Coroutine[Any, Any, int]], args: argparse.Namespace) -> int:
     """`main(args)` in a new event loop, stopped after `args.timeout` seconds. What it wrote before
     then stays: each write tests the object's resourceVersion, so running the command again is safe."""
-    server = "the API server"
 
     async def bounded() -> int:
-        nonlocal server
-        # Read first only to name the server if it never answers (a small file; read again by main).
-        server = f"the Kubernetes API server {(await load_configuration(args.kubeconfig)).host}"
         async with asyncio.timeout(args.timeout):
             return await main(args)
 
     try:
         return asyncio.run(bounded())
     except TimeoutError:
-        where = f" (--kubeconfig {args.kubeconfig})" if args.kubeconfig else ""
-        print(f"error: {args.command}: no answer from {server}{where} within {args.timeout:g}s (--timeout); "
+        # Named from the file only now: a command that ends in time reads its kubeconfig once.
+        where = target_of(args.kubeconfig, getattr(args, "context", None))
+        print(f"error: {args.command}: {where}: no answer within {args.timeout:g}s (--timeout); "
               "stopped: what was written before stays, and running it again is safe", file=sys.stderr)
         return EXIT_TIMED_OUT
 

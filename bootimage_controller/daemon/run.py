@@ -41,6 +41,7 @@ from ..kube.client import ClientConfigError, current_namespace, make_api_client
 from ..kube.core_api import CoreApi
 from ..kube.fence import WriteFence
 from ..kube.informer import Informer
+from ..kube.kubeconfig import target_of
 from ..kube.leader import (
     OPENSHIFT_TIMINGS,
     SINGLE_NODE_TIMINGS,
@@ -103,7 +104,8 @@ async def run_async(args: argparse.Namespace) -> int:
         unreachable = await _unreachable(api)
         if unreachable is not None:
             await api.close()
-            return _once_failed(f"cannot reach the Kubernetes API server {unreachable[0]}: {unreachable[1]}; wrote nothing")
+            where = target_of(args.kubeconfig)
+            return _once_failed(f"{where}: cannot reach the Kubernetes API server: {unreachable}; wrote nothing")
     identity = default_identity()
     namespace = current_namespace()
     supervisor = Supervisor()
@@ -453,13 +455,13 @@ async def _reachable_within(api: Any, seconds: float) -> str:
     return "" if found is None else f"; the API server {found[0]} does not answer: {found[1]}"
 
 
-async def _unreachable(api: Any) -> tuple[str, str] | None:
-    """(server, cause) when the API server does not answer `GET /version` after a few quick
-    retries: `--once` then says so in seconds instead of waiting out the cache sync timeout."""
+async def _unreachable(api: Any) -> str | None:
+    """Why the API server does not answer `GET /version` after a few quick retries (None: it
+    does): `--once` then says so in seconds instead of waiting out the cache sync timeout."""
     try:
         await with_retries(lambda: VersionApi(api).get_code(), what="get /version", attempts=4)
     except Exception as exc:  # any failure to get an answer is the answer here
-        return str(getattr(api.configuration, "host", "")), describe(exc)
+        return describe(exc)
     return None
 
 

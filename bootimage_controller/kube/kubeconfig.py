@@ -39,3 +39,29 @@ def contexts_of(doc: Mapping[str, Any]) -> tuple[list[str], str | None]:
     names = [str(c["name"]) for c in entries if isinstance(c, dict) and isinstance(c.get("name"), str)]
     current = doc.get("current-context")
     return names, current if isinstance(current, str) and current else None
+
+
+def target_of(kubeconfig: str | None, context: str | None = None) -> str:
+    """`kubeconfig K, context C, server S`: what every error of a command that talks to a cluster
+    names (SPEC section 4), read from the file itself, without a client; an unreadable file names
+    what it can (its own error says why)."""
+    import yaml
+
+    if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):  # in a pod: as kube/client decides
+        host, port = os.environ["KUBERNETES_SERVICE_HOST"], os.environ.get("KUBERNETES_SERVICE_PORT", "443")
+        return f"in-cluster service account, server https://{host}:{port}"
+    path = kubeconfig or str(default_kubeconfig())
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = yaml.safe_load(f)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        doc = None
+    doc = doc if isinstance(doc, Mapping) else {}
+    name = context or doc.get("current-context")
+    ctx = next((c.get("context") for c in doc.get("contexts") or [] if isinstance(c, Mapping) and c.get("name") == name),
+               None)
+    cluster_name = ctx.get("cluster") if isinstance(ctx, Mapping) else None
+    cluster = next((c.get("cluster") for c in doc.get("clusters") or []
+                    if isinstance(c, Mapping) and c.get("name") == cluster_name), None)
+    server = cluster.get("server") if isinstance(cluster, Mapping) else None
+    return f"kubeconfig {path}, context {name or '(none)'}, server {server or '(unknown)'}"

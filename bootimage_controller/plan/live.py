@@ -38,6 +38,7 @@ from ..constants import (
 )
 from ..core.cluster import CLUSTER_READS, ClusterRead, with_capi_version
 from ..kube.forbidden import Refusal, refused_sentence
+from ..kube.kubeconfig import target_of
 from .inputs import CLOUD_SECRET_NAMES, ClusterReadError, SourcedObject
 
 log = structlog.get_logger(__name__)
@@ -82,34 +83,10 @@ async def _read_within(kubeconfig: str | None, with_secrets: bool, vsphere_secre
         return await asyncio.wait_for(
             read_cluster_objects(kubeconfig, with_secrets, vsphere_secret, context=context), timeout)
     except TimeoutError:
-        raise ClusterReadError(f"{_where(kubeconfig, context)}: no answer within {timeout:g} s (--timeout)") from None
+        raise ClusterReadError(f"{target_of(kubeconfig, context)}: no answer within {timeout:g} s (--timeout)") from None
     except ClusterReadError as exc:
         text = str(exc)  # a read that failed gets where; a kubeconfig that cannot be used says so itself
-        raise ClusterReadError(f"{_where(kubeconfig, context)}: {text}" if text.startswith("reading ") else text) from None
-
-
-def _where(kubeconfig: str | None, context: str | None) -> str:
-    """`kubeconfig K, context C, server S`: what a read error must name (from the file itself; an
-    unreadable one names what it can, and its own error says why)."""
-    import yaml
-
-    from ..kube.kubeconfig import default_kubeconfig
-
-    path = kubeconfig or str(default_kubeconfig())
-    try:
-        with open(path, encoding="utf-8") as f:
-            doc = yaml.safe_load(f)
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
-        doc = None
-    doc = doc if isinstance(doc, Mapping) else {}
-    name = context or doc.get("current-context")
-    ctx = next((c.get("context") for c in doc.get("contexts") or [] if isinstance(c, Mapping) and c.get("name") == name),
-               None)
-    cluster_name = ctx.get("cluster") if isinstance(ctx, Mapping) else None
-    cluster = next((c.get("cluster") for c in doc.get("clusters") or []
-                    if isinstance(c, Mapping) and c.get("name") == cluster_name), None)
-    server = cluster.get("server") if isinstance(cluster, Mapping) else None
-    return f"kubeconfig {path}, context {name or '(none)'}, server {server or '(unknown)'}"
+        raise ClusterReadError(f"{target_of(kubeconfig, context)}: {text}" if text.startswith("reading ") else text) from None
 
 
 async def read_cluster_objects(

@@ -57,3 +57,30 @@ def test_a_write_command_gives_up_after_its_timeout_naming_the_server(
     errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and silent_server in errors[0] and "within 2s (--timeout)" in errors[0], done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.fixture
+def dead_server() -> str:
+    """A loopback port nothing listens on: every connection is refused."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    return f"127.0.0.1:{port}"
+
+
+@pytest.mark.parametrize("argv", [["rollback", "worker-a"], ["hand-over", "worker-a", "--yes"],
+                                  ["hand-back", "worker-a"], ["release-claims"], ["verify-boot", "worker-a"]],
+                         ids=["rollback", "hand-over", "hand-back", "release-claims", "verify-boot"])
+def test_a_command_that_cannot_reach_the_server_names_the_kubeconfig_context_and_server(
+    tmp_path: Path, dead_server: str, argv: list[str]
+) -> None:
+    """Issue 47, item 5: "cannot reach the Kubernetes API server" said which one, as `plan` does."""
+    config = kubeconfig(tmp_path, dead_server)
+    done = subprocess.run([sys.executable, "-m", "bootimage_controller", *argv, "--kubeconfig", str(config)],
+                          capture_output=True, text=True, cwd=REPO, timeout=120, check=False, stdin=subprocess.DEVNULL)
+    assert done.returncode == 1, done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, done.stderr
+    assert f"kubeconfig {config}, context c, server https://{dead_server}: " in errors[0], errors[0]
+    assert "Traceback" not in done.stderr

@@ -21,7 +21,9 @@ def test_run_once_against_a_dead_server_says_it_in_one_line(tmp_path: Path) -> N
     assert done.returncode == 1
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     errors = [line for line in lines if line.startswith("error:")]
-    assert errors == [lines[-1]] and "cannot reach the Kubernetes API server http://127.0.0.1:9" in errors[0]
+    # The kubeconfig, its context and the server, as every command says them (issue 47, item 5).
+    assert errors == [lines[-1]] and f"error: kubeconfig {kubeconfig}, context " in errors[0]
+    assert "server http://127.0.0.1:9: cannot reach the Kubernetes API server" in errors[0]
     assert "wrote nothing" in errors[0]
     # Only the retries of that one question come first: no informer, no lookup, no server started.
     assert all('"get /version"' in line for line in lines[:-1]), lines
