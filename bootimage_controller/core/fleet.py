@@ -299,15 +299,17 @@ def cluster_row(
     index: PublishedImageIndex,
     now: datetime,
     forecast: Forecast | None = None,
+    skew: Mapping[str, Any] | None = None,
 ) -> ClusterRow:
-    """`forecast`: plan's model of the next writes on the same input (its gate and writers)."""
+    """`forecast`: plan's model of the next writes on the same input (its gate and writers);
+    `skew`: plan's `skew` object for it (`verdict`'s, with what the planned writes change)."""
     return ClusterRow(
         name=name,
         source=source,
         platform=facts.platform,
         release=facts.release,
         install_release=facts.install_release,
-        skew=verdict.to_json(),
+        skew=dict(skew) if skew is not None else verdict.to_json(),
         gate=forecast.gate.to_json() if forecast is not None else None,
         held_by=held_by(verdict, decisions),
         pools=tuple(pool_row(d, index, now, forecast) for d in decisions),

@@ -64,13 +64,17 @@ class UpgradeGate:
     open: bool
     reason: str
     message: str
+    # What a closed gate waits for, in the plan's summary: "the upgrade completes", or "a
+    # ClusterVersion is found" where there is none (no upgrade at all: an object is missing).
+    until: str = "the upgrade completes"
 
     @classmethod
     def from_cluster_version(cls, cluster_version: Mapping[str, Any] | None) -> UpgradeGate:
         blocker = upgrade_blocker(cluster_version)
         if blocker is None:
             return OPEN_GATE
-        return cls(False, ConditionReason.CLUSTER_NOT_STABLE, blocker)
+        until = "a ClusterVersion is found" if cluster_version is None else "the upgrade completes"
+        return cls(False, ConditionReason.CLUSTER_NOT_STABLE, blocker, until)
 
     def to_json(self) -> dict[str, Any]:
         return {"open": self.open, "reason": str(self.reason), "message": self.message}
@@ -236,7 +240,7 @@ class Forecast:
             parts = [f"this controller patches {ours} now" + (f", the MCO {mco}" if mco else "")]
         else:
             then = f"then this controller {ours}" + (f" and the MCO {mco}" if mco else "")
-            parts = [f"nothing is patched until the upgrade completes ({then})"]
+            parts = [f"nothing is patched until {self.gate.until} ({then})"]
         if self.count(Writer.GITOPS):
             parts.append(f"GitOps must carry {self.count(Writer.GITOPS)} (plan --write-patched DIR)")
         if self.count(Writer.HIVE):

@@ -139,7 +139,7 @@ def rows_from_objects(source: ClusterSource, objects: list[SourcedObject], optio
         skew = evaluate_plan_skew(prepared, decisions, options.limits)
         facts = ClusterFactsForFleet(prepared.context.facts.platform, current, install)
         rows.append(cluster_row(source.name, source.description, facts, decisions, skew.verdict, options.index,
-                                options.now, prepared.forecast(decisions)))
+                                options.now, prepared.forecast(decisions), skew.to_json()))
     else:
         # A HyperShift management cluster or a Hive hub with no MachineSets of its own: no pools.
         platform = platform_of(inputs.infrastructure.obj if inputs.infrastructure else None)

@@ -53,11 +53,12 @@ from ..constants import (
 from ..core.cloud.facts import CloudFacts
 from ..core.cluster import ClusterObjects
 from ..core.context import PlanningContext, planning_context
-from ..core.forecast import Forecast, UpgradeGate
+from ..core.forecast import Forecast, UpgradeGate, When, Writer
 from ..core.golden import GoldenBootImages
 from ..core.model import BootImageDecision, get_path
+from ..core.patching import apply_changes
 from ..core.planner import plan_all
-from ..core.skew.assess import assess_skew
+from ..core.skew.assess import PassResult, SkewAssessment, assess_skew
 from ..core.skew.verdict import SkewLimits, SkewVerdict
 from ..data import bundled_index
 from ..errors import BootImageControllerError, InputError
@@ -693,6 +694,16 @@ class InputsStore:
 class SkewOutcome:
     verdict: SkewVerdict
     explanation: str  # why this mode is in effect
+    # Held now: the verdict once the writes planned now (this controller's and the MCO's) are made.
+    # None: nothing is held, or nothing is written now that could change it.
+    after_writes: SkewVerdict | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The `skew` object of `plan -o json` (SPEC section 4): the verdict now, and
+        `afterPlannedWrites` (null when nothing is held or nothing written now could change it)."""
+        after = self.after_writes
+        return {**self.verdict.to_json(), "afterPlannedWrites": None if after is None else {
+            "upgradeable": after.upgradeable, "reason": str(after.reason), "message": after.message}}
 
 
 def evaluate_plan_skew(
@@ -704,25 +715,67 @@ def evaluate_plan_skew(
     is what holds or allows an upgrade today. Error decisions count as BootImageUpdateDegraded, as
     they would in the daemon. The same `assess_skew` as the daemon's, on the same objects.
     """
-    inputs = prepared.inputs
-    mc = inputs.machine_configuration
     objects = prepared.objects_by_key()
-    errors = [d for d in decisions if d.action == Action.ERROR]
+    machines = [(d, objects.get((d.kind, d.namespace, d.name))) for d in decisions]
+    assessment = _assess(prepared, machines, limits)
+    log_input_notes(assessment.notes)
+    after = None
+    if not assessment.verdict.upgradeable:
+        written = _written_now(prepared, machines)
+        if written is not None:
+            after = _assess(prepared, written, limits, after_pass=_pass_of(written)).verdict
+    return SkewOutcome(assessment.verdict, assessment.status.explanation, after)
+
+
+Machines = list[tuple[BootImageDecision, Mapping[str, Any] | None]]
+
+
+def _assess(prepared: PreparedPlan, machines: Machines, limits: SkewLimits,
+            after_pass: PassResult | None = None) -> SkewAssessment:
+    mc = prepared.inputs.machine_configuration
+    errors = [d for d, _ in machines if d.action == Action.ERROR]
     try:
-        assessment = assess_skew(
-            cluster_objects(inputs),
+        return assess_skew(
+            cluster_objects(prepared.inputs),
             prepared.context.enrollment,
-            [(d, objects.get((d.kind, d.namespace, d.name))) for d in decisions],
+            machines,
             limits,
             degraded=bool(errors),
             degraded_message="; ".join(f"{d.namespace}/{d.name}: {d.reason}" for d in errors),
             golden=prepared.context.golden,
             facts=prepared.context.facts,
+            after_pass=after_pass,
         )
     except InputError as exc:
         raise exc.located(mc.source if mc else None) from None
-    log_input_notes(assessment.notes)
-    return SkewOutcome(assessment.verdict, assessment.status.explanation)
+
+
+def _written_now(prepared: PreparedPlan, machines: Machines) -> Machines | None:
+    """The MachineSets as they will be once the writes planned now are made: this controller's and
+    the MCO's (the forecast's `now`), each at its target with its decision up to date. None when
+    nothing is written now."""
+    forecast = prepared.forecast([d for d, _ in machines])
+    now = {(w.decision.kind, w.decision.namespace, w.decision.name) for w in forecast.writes
+           if w.when is When.NOW and w.writer in (Writer.OURS, Writer.MCO) and w.decision.kind == MACHINESET_KIND}
+    if not now:
+        return None
+    out: Machines = []
+    for d, obj in machines:
+        if (d.kind, d.namespace, d.name) in now and obj is not None:
+            d, obj = replace(d, action=Action.NOOP, reason=Reason.UP_TO_DATE, current=d.target,
+                             current_release=d.target_release, changes=()), apply_changes(obj, d.changes)
+        out.append((d, obj))
+    return out
+
+
+def _pass_of(machines: Machines) -> PassResult:
+    """The daemon's pass over `machines` as `reconcile/reporting` counts it (the Automatic record)."""
+    sets = [d for d, _ in machines if d.kind != CPMS_KIND]
+    return PassResult(
+        skipped=sum(1 for d in sets if d.action is Action.SKIP and d.reason != Reason.NOT_ENROLLED),
+        errors=sum(1 for d in sets if d.action is Action.ERROR),
+        target_releases=tuple(d.target_release for d in sets if d.target_release and d.action is Action.NOOP),
+    )
 
 
 def cluster_objects(inputs: PlanInputs) -> ClusterObjects:

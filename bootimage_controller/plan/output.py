@@ -24,6 +24,7 @@ from ..constants import (
     CAPI_MACHINESET,
     CPMS_KIND,
     CPMS_VERSION,
+    DEFAULT_CLUSTER_OPERATOR,
     DOCS_BASE_URL,
     ENV_DOCS_URL,
     MACHINE_API_GROUP,
@@ -374,16 +375,32 @@ def skew_lines(skew: Mapping[str, Any] | None, width: int, colour: bool = False)
         parts.append(f"cluster boot image {found} (known from {_source_words(image.get('source'))})")
     parts.append(f"limit OCP {limit.get('ocpVersion')} / RHEL {limit.get('rhelVersion')}")
     # `plan` judges files or a snapshot: it says what the daemon would make of them, not what holds.
-    verdict = "upgrades would be allowed" if skew.get("upgradeable") else "upgrades would be HELD"
-    head = ", ".join(parts) + f": {verdict} ({skew.get('reason')})"
+    # Held: by whom (the daemon's ClusterOperator, Upgradeable=False), and what the writes planned
+    # now change: the hold is the reason, not the limit (issue 47, item 3).
+    if skew.get("upgradeable"):
+        head = ", ".join(parts) + f": upgrades would be allowed ({skew.get('reason')})"
+    else:
+        head = (", ".join(parts) + f": upgrades would be HELD now ({skew.get('reason')}), by ClusterOperator "
+                f"{DEFAULT_CLUSTER_OPERATOR} (Upgradeable=False)")
     lines = _wrap(head, width, "", "  ")
     if colour and not skew.get("upgradeable"):
         lines = [line.replace("upgrades would be HELD", "\x1b[31;1mupgrades would be HELD\x1b[0m") for line in lines]
     if skew.get("message"):
         lines += _wrap(str(skew["message"]), width, "  ", "  ")
     if not skew.get("upgradeable"):
+        lines += _wrap(_after_planned_writes(skew.get("afterPlannedWrites")), width, "  ", "  ")
         lines += _wrap(f"What to do: {docs_link('runbooks.md', 'BootImageSkewHoldsUpgrades')}", width, "  ", "  ")
     return lines
+
+
+def _after_planned_writes(after: Mapping[str, Any] | None) -> str:
+    """Whether the writes planned now (this controller's and the MCO's) clear the hold."""
+    if after is None:
+        return "After the writes planned now: nothing planned now changes it (see Next writes)."
+    if after.get("upgradeable"):
+        return "After the writes planned now (this controller's and the MCO's): upgrades allowed again."
+    return (f"After the writes planned now (this controller's and the MCO's): still HELD ({after.get('reason')}): "
+            f"{after.get('message')}")
 
 
 # ---- --write-patched ---------------------------------------------------------------------------

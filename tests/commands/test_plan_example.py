@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -28,7 +29,7 @@ DECISION_KEYS = {
     "field", "current", "target", "currentRelease", "targetRelease", "alsoWrittenBy", "nextWrite", "currentDeprecated",
     "verified", "managerWhy", "downgrade",
 }
-SKEW_KEYS = {"mode", "clusterBootImage", "limit", "upgradeable", "reason", "message"}
+SKEW_KEYS = {"mode", "clusterBootImage", "limit", "upgradeable", "reason", "message", "afterPlannedWrites"}
 
 
 def example_machineset(name: str) -> dict[str, Any]:
@@ -92,6 +93,25 @@ def test_json_skew_object_of_the_example(run: Run) -> None:
     assert skew["upgradeable"] is False
     assert skew["reason"] == "ClusterBootImageSkewError"
     assert f"{INFRA}-worker-rhel10-us-east-1a" in skew["message"]
+    # Held now; the writes planned now (ours to the rhel-10 pool, the MCO's) clear it (issue 47, item 3).
+    assert skew["afterPlannedWrites"]["upgradeable"] is True
+    assert skew["afterPlannedWrites"]["reason"] == "AsExpected"
+
+
+def test_the_skew_paragraph_says_who_holds_now_and_what_the_planned_writes_change(run: Run, tmp_path: Path) -> None:
+    """Issue 47, item 3: held now by which ClusterOperator, and whether the planned writes clear it."""
+    flat = " ".join(run("plan", EXAMPLE).out.split())
+    assert ("upgrades would be HELD now (ClusterBootImageSkewError), by ClusterOperator machine-config-bootimages "
+            "(Upgradeable=False)") in flat
+    assert "After the writes planned now (this controller's and the MCO's): upgrades allowed again." in flat
+    # Nothing written now (the upgrade in progress closes the gate): the hold stays, and it says so.
+    copy = tmp_path / "example"
+    shutil.copytree(EXAMPLE, copy)
+    cv = next(copy.rglob("clusterversions/version.yaml"))
+    cv.write_text(cv.read_text().replace("state: Completed", "state: Partial", 1))
+    held = run("plan", copy, "-o", "json").json()["skew"]
+    assert held["upgradeable"] is False and held["afterPlannedWrites"] is None
+    assert "After the writes planned now: nothing planned now changes it" in " ".join(run("plan", copy).out.split())
 
 
 def test_skew_limit_flags_reach_the_verdict(run: Run, tmp_path: Path) -> None:

@@ -63,6 +63,14 @@ def test_a_closed_gate_delays_every_write_and_says_why() -> None:
     assert forecast.summary() == "nothing is patched until the upgrade completes (then this controller 0 and the MCO 1)"
 
 
+def test_without_a_clusterversion_the_plan_says_the_object_is_missing_not_that_an_upgrade_runs() -> None:
+    """Issue 47, item 3: no ClusterVersion is no upgrade, only a missing object."""
+    gate = UpgradeGate.from_cluster_version(None)
+    forecast = Forecast.build([decide(machineset_from_fixture(AWS), "AWS", "4.22.0")], gate)
+    assert forecast.summary() == "nothing is patched until a ClusterVersion is found (then this controller 0 and the MCO 1)"
+    assert "ClusterVersion version not found" in gate.message
+
+
 def test_an_argo_cd_machineset_the_mco_covers_is_written_by_the_mco_a_conflict() -> None:
     ms = _argo(machineset_from_fixture(AWS))
     d = decide(ms, "AWS", "4.22.0")
