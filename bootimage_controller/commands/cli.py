@@ -459,7 +459,8 @@ def _add_fleet(sub: Any) -> None:
                         "release; RELEASE=FILE (repeatable) for the clusters, Hive spokes and NodePools of exactly "
                         "that release (4.16.3): the images that release shipped")
     p.add_argument("-o", "--output", choices=("table", "json"), default="table", help="output format (default: table)")
-    p.add_argument("--html", metavar="FILE", help="also write one self-contained HTML page")
+    p.add_argument("--html", metavar="FILE", help="also write one self-contained HTML page (needs the [fleet] "
+                   "extra: pip install 'bootimage-controller[fleet]')")
     p.add_argument("--fail-on-skew", action="store_true", help="exit 3 when any cluster's next upgrade would be held")
     _add_skew_limits(p)
     _add_logging(p, one_shot=True)

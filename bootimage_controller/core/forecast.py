@@ -149,7 +149,8 @@ class NextWrite:
         return f"nothing is written: {d.action} {d.reason}"
 
     def to_json(self) -> dict[str, Any]:
-        out = {"writer": str(self.writer), "when": str(self.when)}
+        # `action`: the table's ACTION word, the one vocabulary of plan, fleet and the page (issue 47).
+        out = {"writer": str(self.writer), "when": str(self.when), "action": self.label}
         if self.because is not None:
             out["because"] = self.because
         return out

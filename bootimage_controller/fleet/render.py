@@ -36,12 +36,32 @@ def to_json(rows: Sequence[ClusterRow]) -> str:
 
 
 def _pools_summary(row: ClusterRow) -> str:
+    total, breakdown = _pools_parts(row)
+    return total + (f": {breakdown}" if breakdown else "")
+
+
+def _pools_parts(row: ClusterRow) -> tuple[str, str]:
+    """(`7`, `1 patch, 3 mco-patch, 1 unknown, 2 skip`): the pools, then by the next write in plan's
+    ACTION words: who acts, not only the planner's decision, which says `patch` for the MCO's pools
+    too (issue 47). No-ops are the rest of the total."""
     pools = row.every_pool
     if not pools:
-        return "-"
-    counts = Counter(p.action for p in pools)
-    parts = [f"{counts[a]} {a}" for a in ("patch", "error", "skip") if counts[a]]
-    return f"{len(pools)}" + (f": {', '.join(parts)}" if parts else "")
+        return "-", ""
+    counts = Counter(next_action(p) for p in pools)
+    parts = [f"{n} {a}" for a, n in sorted(counts.items(), key=lambda item: _ACTION_ORDER.get(item[0], 99))
+             if a != "noop"]
+    return str(len(pools)), ", ".join(parts)
+
+
+_ACTION_ORDER = {a: i for i, a in enumerate(("patch", "downgrade", "after-upgrade", "mco-patch", "mco-downgrade",
+                                             "mco-after-upgrade", "propose", "conflict", "unknown", "error", "skip"))}
+
+
+def next_action(pool: PoolRow) -> str:
+    """The pool's ACTION as `plan` prints it: its next write's, else the decision's."""
+    if pool.next_write is not None and pool.next_write.get("action"):
+        return pool.next_write["action"]
+    return pool.action or "-"
 
 
 def verified_summary(row: ClusterRow) -> str:
@@ -128,6 +148,13 @@ def table(rows: Sequence[ClusterRow], width: int = 160) -> str:
             break
         i = table_rows[0].index(column)
         table_rows = [line[:i] + line[i + 1:] for line in table_rows]
+    if fixed_width(table_rows) > width:
+        # Still too wide: POOLS keeps its total and the breakdown goes under the row, before the NOTE.
+        i = table_rows[0].index("POOLS")
+        for line, row in zip(table_rows[1:], rows, strict=True):
+            total, breakdown = _pools_parts(row)
+            line[i] = total
+            line[-1] = "; ".join(part for part in (breakdown, line[-1]) if part)
     widths = [max(len(line[i]) for line in table_rows) for i in range(len(table_rows[0]) - 1)]
     out = []
     for n, line in enumerate(table_rows):
@@ -240,7 +267,7 @@ def _pool_cells(p: PoolRow) -> list[str]:
     return [f"{p.namespace}/{p.name}", p.kind, p.stream or "-", p.architecture or "-", manager,
             release(p.current_release, p.current_openshift), release(p.target_release, p.target_openshift),
             "-" if p.boot_image_age_days is None else str(p.boot_image_age_days),
-            f"{p.action} {p.reason}" if p.action else "-",
+            f"{next_action(p)} {p.reason}" if p.action else "-",
             _verdict_cell(p),
             "" if p.valid_platform_image is None else ("yes" if p.valid_platform_image else
                                                        f"no: {p.missing_platform_image}")]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -354,4 +355,28 @@ def test_an_opted_out_machineset_is_said_to_be_the_mcos_with_the_fix(run: Run) -
     assert "label it machineconfiguration.openshift.io/boot-image-writer=pinned" in said
     doc = run("plan", EXAMPLE, ROOT / "examples" / "pinned-machineset.yaml", "-o", "json").json()
     pinned = next(m for m in doc["machineSets"] if m["name"] == name)
-    assert pinned["nextWrite"] == {"writer": "mco", "when": "now"} and "opts it out of this controller only" in pinned["message"]
+    assert pinned["nextWrite"] == {"writer": "mco", "when": "now", "action": "conflict"} and "opts it out of this controller only" in pinned["message"]
+
+
+def test_one_vocabulary_for_the_next_write_from_the_table_to_the_page(run: Run, tmp_path: Path) -> None:
+    """Issue 47, item 1: `patch` is this controller's write now, `mco-patch` the MCO's, in plan's table
+    and JSON, fleet's POOLS and JSON, and the page's Action column alike (the page and fleet said
+    `patch` for the MCO's pools)."""
+    plan = run("plan", EXAMPLE, "-o", "json").json()
+    words = {m["name"]: m["nextWrite"]["action"] for m in plan["machineSets"]}
+    assert words[f"{INFRA}-worker-rhel10-us-east-1a"] == "patch"
+    assert words[f"{INFRA}-worker-us-east-1a"] == "mco-patch" and words["cluster"] == "skip"
+    lines = run("plan", EXAMPLE).out.splitlines()
+    header = lines[0].split()
+    rows = [line.split() for line in lines[1: lines.index("")]]
+    assert {r[0]: r[header.index("ACTION")] for r in rows} == words
+    page = tmp_path / "fleet.html"
+    fleet = run("fleet", EXAMPLE, "-o", "json", "--html", str(page)).json()
+    assert {p["name"]: p["nextWrite"]["action"] for p in fleet["clusters"][0]["pools"]} == words
+    assert "7: 1 patch, 3 mco-patch, 1 unknown, 2 skip" in run("fleet", EXAMPLE).out
+    html = page.read_text()
+    assert "<th>Action</th>" in html and "<th>Decision</th>" not in html
+    cells = [re.findall(r"<td>(.*?)</td>", row) for row in re.findall(r'<tr class="pool-row">(.*?)</tr>', html)]
+    action = html.split("<th>Action</th>")[0].split("<th>Pool</th>")[-1].count("<th>") + 1  # the column's index
+    shown = {re.sub(r"<[^>]+>", "", c[0]): re.sub(r"<[^>]+>", "", c[action]).split()[0] for c in cells}
+    assert {name.split("/")[-1]: word for name, word in shown.items()} == words

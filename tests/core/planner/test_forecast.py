@@ -254,7 +254,7 @@ def test_an_opted_out_machineset_the_mco_covers_is_written_by_the_mco_and_said_w
     forecast = Forecast.build([d], OPEN_GATE, lambda *_: ms, None)
     write = forecast.of(d)
     assert (write.writer, write.when, write.label) == (Writer.MCO, When.NOW, "conflict")
-    assert write.to_json() == {"writer": "mco", "when": "now"}
+    assert write.to_json() == {"writer": "mco", "when": "now", "action": "conflict"}
     conflict = write.conflict
     assert conflict is not None and conflict.pinned and conflict.writers == (Manager.MCO,)
     assert "although annotation" in conflict.summary()
