@@ -38,22 +38,23 @@ outage_pid=""
 beside=()
 if [ "$#" -eq 0 ]; then
   soak_log="$(mktemp)"
-  .venv/bin/python -m pytest -q -p no:cacheprovider --soak tests/soak tests/integration/test_forecast_platforms.py \
+  .venv/bin/python -m pytest -q -rs -p no:cacheprovider --soak tests/soak tests/integration/test_forecast_platforms.py \
     >"$soak_log" 2>&1 &
   soak_pid=$!
   outage_log="$(mktemp)"
-  .venv/bin/python -m pytest -q -p no:cacheprovider tests/integration/test_daemon_outage.py \
+  .venv/bin/python -m pytest -q -rs -p no:cacheprovider tests/integration/test_daemon_outage.py \
     tests/integration/test_absent_kinds.py tests/integration/test_real_mco.py >"$outage_log" 2>&1 &
   outage_pid=$!
   beside=(--ignore=tests/integration/test_forecast_platforms.py --ignore=tests/integration/test_daemon_outage.py
           --ignore=tests/integration/test_absent_kinds.py --ignore=tests/integration/test_real_mco.py)
 fi
+# `-rs`: a skipped test says why (the reason line), here and in the processes beside the suite.
 # Four workers (one file at a time each, each with its own loopback control plane): most integration
 # tests wait on a server (a lease to expire, a first-boot deadline), so more workers than cores fill
 # those waits on 2 cores; with two the suite took 10.4 minutes at b4c0370, with three 10.4-11.2 at
 # 2c63944-46d5c6d, over its 10-minute budget.
 rc=0
-.venv/bin/python -m pytest -q -p no:cacheprovider -n 4 --dist loadfile --durations=15 "${beside[@]}" "$@" || rc=$?
+.venv/bin/python -m pytest -q -p no:cacheprovider -n 4 --dist loadfile --durations=15 -rs "${beside[@]}" "$@" || rc=$?
 # Each process beside the suite: wait for it, print its output under a title, keep the first failure.
 beside_done() {
   local pid="$1" log="$2" title="$3" code=0

@@ -149,12 +149,16 @@ def render_table(report: PlanReport, width: int = 100, style: TableStyle | None 
     return "\n".join(lines) + "\n"
 
 
-# Columns dropped when a terminal is too narrow: these first; then (after the names lose their shared
-# prefix and MANAGER its long form) PLATFORM, then the releases as a pair. What always stays: the name
-# (whole: what tells the rows apart is never cut while anything else can go), its kind, its manager,
-# what will happen and why.
-_DROP_FIRST = ("ARCH", "STREAM", "CURRENT-IMAGE", "TARGET-IMAGE", "CURRENT-RHCOS", "TARGET-RHCOS", "VERIFIED")
-_DROP_LAST: tuple[tuple[str, ...], ...] = (("PLATFORM",), ("CURRENT", "TARGET"))
+# Columns dropped when a terminal is too narrow, by meaning (issue 47, item 2). First what is the same
+# on every row (said once above the table: `PLATFORM = AWS`), then the build and image columns; then
+# (after the names lose their shared prefix and MANAGER its long form) PLATFORM, REASON (Details says
+# why for every skip and error; a patch's or a no-op's is its ACTION), then the releases as a pair;
+# ARCH and STREAM that differ between rows go last: they tell a rhel-10 or an arm64 pool apart, the
+# difference a skew hold is about. What always stays: the name (whole: what tells the rows apart is
+# never cut while anything else can go), its kind, its manager, and what will happen.
+_UNIFORM_FIRST = ("PLATFORM", "ARCH", "STREAM", "VERIFIED")
+_DROP_FIRST = ("CURRENT-IMAGE", "TARGET-IMAGE", "CURRENT-RHCOS", "TARGET-RHCOS", "VERIFIED")
+_DROP_LAST: tuple[tuple[str, ...], ...] = (("PLATFORM",), ("REASON",), ("CURRENT", "TARGET"), ("ARCH",), ("STREAM",))
 # MANAGER's short forms on a narrow terminal, said once above the table.
 _SHORT_MANAGERS = {str(Manager.OURS): "ours"}
 _MIN_NAME = 16
@@ -211,7 +215,8 @@ def _rows(decisions: Sequence[BootImageDecision], style: TableStyle | None = Non
 
 
 def _fit(rows: list[list[str]], width: int) -> tuple[list[list[str]], str]:
-    """Drop the columns of `_DROP_FIRST`, then cut the prefix the names share (a cluster's
+    """Drop the columns of `_UNIFORM_FIRST` that hold one value on every row (the value is said
+    above the table), then `_DROP_FIRST`, then cut the prefix the names share (a cluster's
     MachineSets all start `<infra id>-worker-`; what tells them apart is at the end: the prefix is
     shown once above the table), then shorten MANAGER, then drop `_DROP_LAST`, and only then cut the
     names' middles, until the rows fit. Returns the rows and the legend ("" when none)."""
@@ -227,10 +232,17 @@ def _fit(rows: list[list[str]], width: int) -> tuple[list[list[str]], str]:
                 table = [r[:i] + r[i + 1 :] for r in table]
         return table
 
+    legend: list[str] = []
+    for column in _UNIFORM_FIRST:
+        if line_width(rows) > width and column in rows[0]:
+            i = rows[0].index(column)
+            values = {r[i] for r in rows[1:]}
+            if len(values) == 1 and "-" not in values:
+                rows = drop(rows, (column,))
+                legend.append(f"{column} = {values.pop()}")
     for column in _DROP_FIRST:
         if line_width(rows) > width:
             rows = drop(rows, (column,))
-    legend: list[str] = []
     if line_width(rows) > width:
         prefix = _shared_prefix([r[0] for r in rows[1:]])
         if prefix:

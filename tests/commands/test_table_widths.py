@@ -126,3 +126,21 @@ def test_the_fleet_table_keeps_the_note_at_every_width(columns: int, tmp_path: P
     assert "no such file or folder" in text  # the missing path's NOTE, wrapped under its row if need be
     assert "next upgrade held by" in text  # the example cluster's held upgrade, and by which pools
     assert "aws-4.16-cluster" in text and "no-such-must-gather-with-a-long-name" in text
+
+
+@pytest.mark.parametrize("columns", [80, 100, 120, 200])
+def test_columns_go_by_meaning_stream_and_arch_stay_when_they_differ(columns: int) -> None:
+    """Issue 47, item 2: what is the same on every row goes first and is said once above the table;
+    ARCH and STREAM, which differ between the example's pools (an arm64 pool, a rhel-10 pool: the
+    difference the skew hold is about), stay at every width; REASON (in Details for every skip)
+    goes before the releases."""
+    lines = plan_on_terminal(columns)
+    said = dict(part.split(" = ", 1) for part in lines[0].strip("()").split("; ")) if lines[0].startswith("(") else {}
+    header = lines[1 if said else 0].split()
+    assert "ARCH" in header and "STREAM" in header, header
+    assert "PLATFORM" not in header and said["PLATFORM"] == "AWS", (header, said)
+    assert ("CURRENT" in header) == (columns >= 100), header
+    assert ("REASON" in header) == (columns >= 120), header
+    rows = lines[(2 if said else 1): lines.index("")]
+    stream = header.index("STREAM")
+    assert {r.split()[stream] for r in rows} == {"-", "rhel-9", "rhel-10"}
