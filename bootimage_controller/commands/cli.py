@@ -38,7 +38,7 @@ from ..constants import (
     VSPHERE_CREDENTIALS_SECRET,
     Platform,
 )
-from ..errors import BootImageControllerError, VersionError
+from ..errors import BootImageControllerError, InputError, VersionError
 
 if TYPE_CHECKING:
     from ..core.model import BootImageDecision
@@ -700,10 +700,16 @@ def cmd_plan(args: argparse.Namespace) -> int:
     else:
         objects = plan_inputs.load_paths(args.paths)
     inputs = plan_inputs.classify(objects)
-    prepared = plan_inputs.prepare(
-        inputs, bootimages_file=args.bootimages, control_plane_arch=args.control_plane_arch,
-        gitops_labels=tuple(args.gitops_label),
-    )
+    try:
+        prepared = plan_inputs.prepare(
+            inputs, bootimages_file=args.bootimages, control_plane_arch=args.control_plane_arch,
+            gitops_labels=tuple(args.gitops_label),
+        )
+    except InputError as exc:
+        if inputs.kinds or args.from_cluster:
+            raise
+        # Nothing was read at all: name what was given (issue 47), not only "the input".
+        raise exc.located(", ".join(str(p) for p in args.paths if str(p) != "-") or "standard input") from None
     decisions = plan_inputs.run_planner(prepared)
     cloud_note = "cloud verification: off (offline rules)"
     unverified: list[str] = []

@@ -88,6 +88,10 @@ def _trees(path: Path) -> list[ClusterSource]:
     roots = must_gather_roots(path) if path.is_dir() else []
     if len(roots) > 1:
         return [ClusterSource(name=str(root.relative_to(path)), tree=root) for root in roots]
+    if len(roots) == 1 and roots[0].resolve() != path.resolve():
+        # A folder holding one must-gather (`must-gathers/`, `examples/`): the cluster is the tree's,
+        # named as the tree is, not after the folder around it (issue 47); the folder is read whole.
+        return [ClusterSource(name=roots[0].name, tree=path)]
     return [ClusterSource(name=path.resolve().name or str(path), tree=path)]
 
 

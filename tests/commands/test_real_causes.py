@@ -26,10 +26,14 @@ def plan_stdin(text: str) -> subprocess.CompletedProcess[str]:
 def test_an_empty_input_says_there_is_nothing_to_plan(run: Run, tmp_path: Path) -> None:
     (tmp_path / "empty.yaml").write_text("")
     result = run("plan", tmp_path / "empty.yaml")
+    # Naming what was read (issue 47): the file, or standard input.
     assert result.code == 1 and error_lines(result.err) == [
-        "error: plan: no Kubernetes objects in the input: nothing to plan (an empty file, folder or standard input?)"]
-    piped = plan_stdin("")  # `plan - </dev/null` says the same
-    assert piped.returncode == 1 and error_lines(piped.stderr) == error_lines(result.err)
+        f"error: {tmp_path / 'empty.yaml'}: plan: no Kubernetes objects in the input: nothing to plan (an empty file, "
+        "folder or standard input?)"]
+    piped = plan_stdin("")  # `plan - </dev/null` says the same of standard input
+    assert piped.returncode == 1 and error_lines(piped.stderr) == [
+        "error: standard input: plan: no Kubernetes objects in the input: nothing to plan (an empty file, folder or "
+        "standard input?)"]
 
 
 def test_an_input_without_machinesets_names_what_it_had(run: Run, tmp_path: Path) -> None:

@@ -94,6 +94,16 @@ def test_sources_from_trees_kubeconfig_files_and_contexts(tmp_path: Path) -> Non
     assert (missing.name, missing.error) == ("missing", "no such file or folder")
 
 
+def test_a_folder_with_one_must_gather_is_named_after_the_tree(tmp_path: Path) -> None:
+    """Issue 47: `fleet examples/` called the example cluster "examples"; a folder around one
+    must-gather is that tree's cluster, read whole (loose manifests beside the tree included)."""
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    (source,) = discover([str(examples)], [], [], False)
+    assert (source.name, source.tree) == ("aws-4.16-cluster", examples)
+    (alone,) = discover([str(examples / "aws-4.16-cluster")], [], [], False)
+    assert alone.name == "aws-4.16-cluster"
+
+
 async def test_a_broken_or_slow_cluster_is_a_row_and_the_others_complete(tmp_path: Path,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     trees = write_fleet(tmp_path, 6)
