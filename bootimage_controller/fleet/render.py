@@ -259,18 +259,32 @@ def html_page(rows: Sequence[ClusterRow], generated: datetime) -> str:
     return env.get_template("fleet.html.j2").render(context)
 
 
-def _pool_cells(p: PoolRow) -> list[str]:
+def _pool_cells(p: PoolRow) -> list[Markup]:
     def release(build: str | None, ocp: str | None) -> str:
         return f"{build} ({ocp})" if build and ocp else build or "-"
 
     manager = f"{p.manager} ({p.writer_name})" if p.manager and p.writer_name else p.manager or "-"
-    return [f"{p.namespace}/{p.name}", p.kind, p.stream or "-", p.architecture or "-", manager,
-            release(p.current_release, p.current_openshift), release(p.target_release, p.target_openshift),
-            "-" if p.boot_image_age_days is None else str(p.boot_image_age_days),
-            f"{next_action(p)} {p.reason}" if p.action else "-",
-            _verdict_cell(p),
-            "" if p.valid_platform_image is None else ("yes" if p.valid_platform_image else
-                                                       f"no: {p.missing_platform_image}")]
+    cells = [f"{p.namespace}/{p.name}", p.kind, p.stream or "-", p.architecture or "-", manager,
+             release(p.current_release, p.current_openshift), release(p.target_release, p.target_openshift),
+             "-" if p.boot_image_age_days is None else str(p.boot_image_age_days),
+             f"{next_action(p)} {p.reason}" if p.action else "-",
+             _verdict_cell(p),
+             "" if p.valid_platform_image is None else ("yes" if p.valid_platform_image else
+                                                        f"no: {p.missing_platform_image}")]
+    return [breakable(cell) for cell in cells]
+
+
+# Where a long name may wrap (issue 47, item 4): after `-`, `/`, `.`, `_` and `:`, and between the
+# words of a CamelCase reason or kind; never inside a word, as `overflow-wrap: anywhere` did
+# ("bootima ge-controlle r" at 1280 px).
+_BREAK_AFTER = re.compile(r"(?<=[-/._:])(?=[^\s<])|(?<=[a-z])(?=[A-Z])")
+
+
+def breakable(text: str) -> Markup:
+    """`text` escaped for HTML, with `<wbr>` where it may wrap."""
+    from markupsafe import Markup, escape
+
+    return Markup(_BREAK_AFTER.sub("<wbr>", str(escape(text))))
 
 
 def _verdict_cell(p: PoolRow) -> str:

@@ -105,7 +105,16 @@ const labels = [...document.querySelectorAll("#age-chart svg g text:first-child"
 const out = {scrollWidth: document.documentElement.scrollWidth, innerWidth: window.innerWidth,
   smallestLabel: Math.min(...labels.map(t => t.getBoundingClientRect().height)),
   widest: [...document.querySelectorAll("table")].map(t => t.getBoundingClientRect().right)
-    .reduce((a, b) => Math.max(a, b), 0)};
+    .reduce((a, b) => Math.max(a, b), 0),
+  // Every section's tables, the details included (issue 47, item 4): a cell whose text is wider
+  // than the cell (a word that could not wrap), and a header more than three lines tall (a header
+  // printed one letter a line in a column squeezed to nothing).
+  overflowing: [...document.querySelectorAll("th, td")].filter(c => c.scrollWidth > c.clientWidth + 1)
+    .map(c => c.textContent.slice(0, 60)),
+  tallHeaders: [...document.querySelectorAll("th")].filter(th =>
+    th.getBoundingClientRect().height > 3 * 1.4 * parseFloat(getComputedStyle(th).fontSize) + 12)
+    .map(th => th.textContent),
+  wrapping: getComputedStyle(document.querySelector("td")).overflowWrap};
 const pre = document.createElement("pre"); pre.id = "measured"; pre.textContent = JSON.stringify(out);
 document.body.appendChild(pre);
 </script>"""
@@ -153,6 +162,8 @@ def test_the_fleet_page_loads_clean_and_shows_the_chart_and_the_held_clusters(tm
         assert size["innerWidth"] == width and float(str(size["scrollWidth"])) <= width, size  # no sideways scroll
         assert float(str(size["widest"])) <= width, size
         assert float(str(size["smallestLabel"])) >= 12, size  # chart labels readable
+        # Words are never split inside (no `overflow-wrap: anywhere`), so none may be wider than its cell.
+        assert size["wrapping"] == "normal" and size["overflowing"] == [] and size["tallHeaders"] == [], json.dumps(size)
         shot = ARTIFACTS / f"fleet-page-{width}.png"
         shot.unlink(missing_ok=True)
         browse(page, f"--screenshot={shot}", f"--window-size={width},2400", "--hide-scrollbars")
