@@ -361,6 +361,13 @@ async def _once(
     try:
         return await elector.run(work, campaign=False)
     except LeaseHeldElsewhere as exc:
+        if not exc.holder:
+            # No holder was read: the attempt itself got no answer (the API server stopped between
+            # writing the Lease and answering). Name the Lease and the server, as a lost Lease does.
+            log.error("could not take the lease; writing nothing", error=str(exc))
+            server = await _reachable_within(api, LOST_LEASE_PROBE)
+            return _once_failed(f"not the leader: could not take the Lease {exc.lease}: {exc.detail or 'no answer'}"
+                                f"{server}; wrote nothing")
         log.error("not the leader: another replica holds the lease; writing nothing", holder=exc.holder, error=str(exc))
         return _once_failed(f"not the leader: {exc}; wrote nothing")
     except LeadershipLost as exc:

@@ -108,8 +108,10 @@ class WorkCancelled(Exception):
 class LeaseHeldElsewhere(Exception):
     """A single acquisition attempt (`run --once --leader-elect`) found the Lease held."""
 
-    def __init__(self, holder: str, detail: str = "") -> None:
-        self.holder = holder
+    def __init__(self, holder: str, detail: str = "", lease: str = "") -> None:
+        self.holder = holder  # "": unknown, the attempt itself failed (`detail` says how)
+        self.detail = detail
+        self.lease = lease  # namespace/name
         super().__init__(f"lease held by {holder or 'an unknown holder'}{': ' + detail if detail else ''}")
 
 
@@ -331,7 +333,7 @@ class LeaderElector:
             if campaign:
                 await self._acquire()
             elif not await self.attempt(self.renew_deadline):
-                raise LeaseHeldElsewhere(self.leader, self._last_error)
+                raise LeaseHeldElsewhere(self.leader, self._last_error, f"{self.namespace}/{self.name}")
             return await self._lead(work, on_stopped_leading)
         finally:
             self._running = False
