@@ -120,16 +120,26 @@ class RhcosVersion:
     def built(self) -> datetime | None:
         """When the build was made, from its timestamp (`202405291527`: minutes; `20251212`: the
         day, taken as midnight UTC). None when the stamp is not a real date."""
-        fmt = "%Y%m%d%H%M" if len(self.timestamp) == 12 else "%Y%m%d"
-        try:
-            return datetime.strptime(self.timestamp, fmt).replace(tzinfo=UTC)
-        except ValueError:
-            return None
+        return _built(self.timestamp)
 
     @property
     def build_order(self) -> tuple[str, int]:
         """Orders builds of one scheme and stream only (for picking the oldest of a kind)."""
         return (self.timestamp.ljust(12, "0"), self.serial)
+
+
+@lru_cache(maxsize=1024)
+def _built(timestamp: str) -> datetime | None:
+    # Read from its digits, once per stamp: `strptime` was the planner's largest own time (every
+    # decision asks whether its target is older than its current build, issue 36's planner goal).
+    if len(timestamp) not in (8, 12) or not timestamp.isdigit():
+        return None
+    year, month, day = int(timestamp[:4]), int(timestamp[4:6]), int(timestamp[6:8])
+    hour, minute = (int(timestamp[8:10]), int(timestamp[10:12])) if len(timestamp) == 12 else (0, 0)
+    try:
+        return datetime(year, month, day, hour, minute, tzinfo=UTC)
+    except ValueError:  # not a real date (month 13)
+        return None
 
 
 def parse_rhcos_version(text: str) -> RhcosVersion:

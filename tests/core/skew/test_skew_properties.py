@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -65,3 +66,16 @@ def test_parse_aleph_raises_only_aleph_error(text: str) -> None:
         return
     assert info.build_id and len(info.build_id) <= 128
     assert isinstance(AlephError("f", None, "p"), InputError)
+
+
+@given(st.text(alphabet="0123456789", min_size=8, max_size=8) | st.text(alphabet="0123456789", min_size=12, max_size=12))
+def test_a_build_time_is_what_strptime_reads_from_the_stamp(stamp: str) -> None:
+    """`built` reads the digits itself (strptime was the planner's largest own time): the same date,
+    and None for a stamp that is not one (month 13, 30 February)."""
+    build = parse_rhcos_version(f"9.6.{stamp}-0") if len(stamp) == 8 else parse_rhcos_version(f"416.94.{stamp}-0")
+    fmt = "%Y%m%d%H%M" if len(stamp) == 12 else "%Y%m%d"
+    try:
+        expected: datetime | None = datetime.strptime(stamp, fmt).replace(tzinfo=UTC)
+    except ValueError:
+        expected = None
+    assert build.built == expected
