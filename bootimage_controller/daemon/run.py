@@ -459,7 +459,7 @@ async def _reachable_within(api: Any, seconds: float) -> str:
         found = await asyncio.wait_for(_unreachable(api), seconds)
     except TimeoutError:
         return f"; the API server {server} did not answer within {seconds:g}s"
-    return "" if found is None else f"; the API server {found[0]} does not answer: {found[1]}"
+    return "" if found is None else f"; the API server {server} does not answer: {found}"
 
 
 async def _unreachable(api: Any) -> str | None:
