@@ -57,7 +57,7 @@ def target_of(kubeconfig: str | None, context: str | None = None) -> str:
     except (OSError, UnicodeDecodeError, yaml.YAMLError):
         doc = None
     doc = doc if isinstance(doc, Mapping) else {}
-    name = context or doc.get("current-context")
+    name = context or contexts_of(doc)[1]
     ctx = next((c.get("context") for c in doc.get("contexts") or [] if isinstance(c, Mapping) and c.get("name") == name),
                None)
     cluster_name = ctx.get("cluster") if isinstance(ctx, Mapping) else None

@@ -723,7 +723,9 @@ def evaluate_plan_skew(
     if not assessment.verdict.upgradeable:
         written = _written_now(prepared, machines)
         if written is not None:
-            after = _assess(prepared, written, limits, after_pass=_pass_of(written)).verdict
+            # Each written MachineSet is an up-to-date decision in `written`: counted as the daemon counts.
+            after_pass = PassResult.counted((d, False, False) for d, _ in written)
+            after = _assess(prepared, written, limits, after_pass=after_pass).verdict
     return SkewOutcome(assessment.verdict, assessment.status.explanation, after)
 
 
@@ -768,14 +770,6 @@ def _written_now(prepared: PreparedPlan, machines: Machines) -> Machines | None:
     return out
 
 
-def _pass_of(machines: Machines) -> PassResult:
-    """The daemon's pass over `machines` as `reconcile/reporting` counts it (the Automatic record)."""
-    sets = [d for d, _ in machines if d.kind != CPMS_KIND]
-    return PassResult(
-        skipped=sum(1 for d in sets if d.action is Action.SKIP and d.reason != Reason.NOT_ENROLLED),
-        errors=sum(1 for d in sets if d.action is Action.ERROR),
-        target_releases=tuple(d.target_release for d in sets if d.target_release and d.action is Action.NOOP),
-    )
 
 
 def cluster_objects(inputs: PlanInputs) -> ClusterObjects:

@@ -241,11 +241,4 @@ def _pass_result(states: list[MachineSetState]) -> PassResult | None:
     machinesets = [s for s in states if s.decision.kind != CPMS_KIND]
     if any(s.decision.action is Action.PATCH and not s.updated and s.error is None for s in machinesets):
         return None
-    skipped = sum(1 for s in machinesets if s.decision.action is Action.SKIP and s.decision.reason != Reason.NOT_ENROLLED)
-    errors = sum(1 for s in machinesets if s.decision.action is Action.ERROR or s.error is not None)
-    releases = tuple(
-        s.decision.target_release
-        for s in machinesets
-        if s.decision.target_release and (s.updated or s.decision.action is Action.NOOP)
-    )
-    return PassResult(skipped, errors, releases)
+    return PassResult.counted((s.decision, s.updated, s.error is not None) for s in machinesets)

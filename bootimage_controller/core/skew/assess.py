@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ...constants import CAPI_KINDS, LABEL_OSSTREAM, MACHINESET_KIND, Action, Reason, SkewMode
+from ...constants import CAPI_KINDS, CPMS_KIND, LABEL_OSSTREAM, MACHINESET_KIND, Action, Reason, SkewMode
 from ..cluster import ClusterObjects, control_plane_topology, is_control_plane_node, platform_of
 from ..context import ClusterFacts
 from ..enrollment import Enrollment, SelectionMode
@@ -44,6 +44,19 @@ class PassResult:
     skipped: int
     errors: int
     target_releases: tuple[str, ...]  # releases of the images the enrolled MachineSets now boot
+
+    @classmethod
+    def counted(cls, outcomes: Iterable[tuple[BootImageDecision, bool, bool]]) -> PassResult:
+        """From (decision, written, failed) per object, as the daemon's pass and `plan`'s "after
+        the writes planned now" both count it: skips but NotEnrolled, errors, and the target
+        releases of the MachineSets written or already up to date (ControlPlaneMachineSets aside)."""
+        sets = [(d, written, failed) for d, written, failed in outcomes if d.kind != CPMS_KIND]
+        return cls(
+            skipped=sum(1 for d, _, _ in sets if d.action is Action.SKIP and d.reason != Reason.NOT_ENROLLED),
+            errors=sum(1 for d, _, failed in sets if d.action is Action.ERROR or failed),
+            target_releases=tuple(d.target_release for d, written, _ in sets
+                                  if d.target_release and (written or d.action is Action.NOOP)),
+        )
 
 
 def assess_skew(
