@@ -50,7 +50,9 @@ FAST = VerifierSettings(
     call_timeout=60.0,
     concurrency=4,
     cache_ttl=300.0,
-    aws=AwsOptions(max_attempts=3, connect_timeout=2.0, read_timeout=5.0),
+    # moto answers in milliseconds, but under the full suite's load a first DescribeImages once
+    # passed botocore's 5 s read timeout; nothing here tests that timeout firing.
+    aws=AwsOptions(max_attempts=3, connect_timeout=10.0, read_timeout=30.0),
     gcp=GcpOptions(attempt_timeout=5.0, retry_deadline=0.5, initial_backoff=0.01, max_backoff=0.05),
     azure=AzureOptions(retry_total=2, retry_backoff_factor=0.01, retry_backoff_max=0.05,
                        connection_timeout=2.0, read_timeout=5.0),

@@ -24,7 +24,7 @@ from .conftest import FAST, moto_reset, secret
 from .fakes import FaultProxy
 
 REPO = Path(__file__).resolve().parents[2]
-OPTIONS = AwsOptions(max_attempts=3, connect_timeout=2.0, read_timeout=5.0)
+OPTIONS = AwsOptions(max_attempts=3, connect_timeout=10.0, read_timeout=30.0)  # load, not the test's subject
 
 
 def stream_ami(file: str, arch: str, region: str) -> tuple[str, str]:
