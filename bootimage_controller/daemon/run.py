@@ -13,7 +13,7 @@ import gc
 import signal
 import ssl
 import sys
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import structlog
@@ -62,11 +62,12 @@ from ..reconcile.loop import KeyList, KeySink
 from ..reconcile.reporting import PassReporter
 from ..reconcile.status_clock import StatusClock
 from ..reconcile.status_writer import StatusWriter
-from ..reconcile.store import DEFERRED_ROLES, InformerStore, build_informers
+from ..reconcile.store import DEFERRED_ROLES, ON_DEMAND_ROLES, InformerStore, build_informers
 from ..reconcile.stub_ignition import StubIgnitionChecks
 from ..reconcile.verification import VerificationOptions
 from ..reconcile.writer import MachineSetWriter
 from ..vsphere.template_checks import VSphereChecks, VSphereOptions
+from .caches import SYNC_TIMEOUT, CacheStarts, judge_after_first_pass
 from .metrics_security import MetricsAuthorizer, ReloadingTls
 from .proxy import ProxyEnvironment, ProxySettings
 from .serving import HealthServer
@@ -74,7 +75,6 @@ from .supervision import Supervisor
 
 log = structlog.get_logger(__name__)
 
-SYNC_TIMEOUT = 120.0
 # SIGTERM to exit, within Kubernetes' patience and well within a drain's: the reconciles in flight
 # finish (or are abandoned: a JSON patch carries its resourceVersion test, so it landed whole or not
 # at all), then the last status and Events, then the Lease is released. Under 10 s in all.
@@ -135,7 +135,7 @@ async def run_async(args: argparse.Namespace) -> int:
     cloud = CloudChecks(core, args.gcp_endpoint, args.azure_endpoint, vsphere, platform,
                         azure_authority=args.azure_authority)
     informers = build_informers(api, capi_version, platform)
-    store = InformerStore(informers, DEFERRED_ROLES)
+    store = InformerStore(informers, DEFERRED_ROLES, ON_DEMAND_ROLES)
     custom = CustomObjectsApi(api)
     queue_metrics = obs.QueueMetrics("bootimage")
     queue = WorkQueue("bootimage", metrics=queue_metrics)
@@ -173,10 +173,8 @@ async def run_async(args: argparse.Namespace) -> int:
             on_update=lambda _old, new: writer.observe_machineconfiguration(new),
         )
     watch_cluster_proxy(informers, cloud)
-    deferred = DeferredCaches(informers, supervisor)
-    for name, informer in informers.items():
-        if name not in DEFERRED_ROLES or args.once:  # `--once` judges in its one pass: it lists them all
-            supervisor.watch(informer.start(), f"informer-{name}")
+    caches = CacheStarts(informers, supervisor)
+    caches.start(with_deferred=args.once)  # `--once` judges in its one pass: it lists them all
     supervisor.spawn(cloud.prime(), "cloud-credentials", finite=True)  # reads only: every replica may
     tls = secure_metrics(args)
     health = HealthServer(
@@ -198,7 +196,7 @@ async def run_async(args: argparse.Namespace) -> int:
         if args.once:
             return await _once(api, parts, reporter, writer, events, elector, args, pass_done)
         return await _serve(parts, queue, elector, writer, events, supervisor, args.concurrency, args.resync_period,
-                            deferred)
+                            caches)
     finally:
         supervisor.stopping()
         queue.shutdown()
@@ -379,52 +377,6 @@ async def _once(
         await elector.release()
 
 
-class DeferredCaches:
-    """The caches no write waits for (reconcile/store.DEFERRED_ROLES), started once: by the first
-    leader after its first pass (`judge_after_first_pass`), so that listing them (at 5,000 pools,
-    15,000 Machines and as many Nodes) takes nothing from the first patches."""
-
-    def __init__(self, informers: Mapping[str, Any], supervisor: Supervisor) -> None:
-        self.informers = {role: informers[role] for role in DEFERRED_ROLES if role in informers}
-        self.supervisor = supervisor
-        self.started = False
-
-    async def start(self) -> None:
-        """One after the other: two lists decoding pages at once would double the peak."""
-        if self.started:
-            return
-        self.started = True
-        for name, informer in self.informers.items():
-            self.supervisor.watch(informer.start(), f"informer-{name}")
-            await informer.wait_synced(SYNC_TIMEOUT)
-
-
-# The longest the deferred caches wait for the first pass to end (a pass kept busy by retries).
-FIRST_PASS_WAIT = 60.0
-
-
-async def judge_after_first_pass(store: InformerStore, queue: WorkQueue, deferred: DeferredCaches | None,
-                                 judge_again: Callable[[], None]) -> None:
-    """Start the deferred caches once the first pass has drained the queue (or FIRST_PASS_WAIT has
-    passed); once they have listed, the MachineSets planned before, whose boot verdict could not be
-    judged then (`MachineReconciler.judge_again`)."""
-    if store.synced(deferred=True):
-        # Listed under an earlier leadership (or by `--once`): this pass judges from the start.
-        log.info("boot verification's caches listed before this pass")
-        return
-    if deferred is not None and not deferred.started:
-        waited = 0.0
-        while queue.busy and waited < FIRST_PASS_WAIT:
-            await asyncio.sleep(0.2)
-            waited += 0.2
-        await deferred.start()
-    while not await store.wait_synced(SYNC_TIMEOUT, deferred=True):
-        log.warning("boot verification's caches have not listed yet; no verdict is judged until they do",
-                    errors=store.sync_errors())
-    log.info("boot verification's caches listed: judging the MachineSets planned before")
-    judge_again()
-
-
 async def _synced_or_refused(store: Any) -> str | None:
     """Wait for the caches; `--once` stops at the first 403 (the long-running daemon retries, as
     RBAC may be fixed meanwhile) and returns the refusal in one sentence naming the role."""
@@ -506,7 +458,7 @@ async def _serve(
     supervisor: Supervisor,
     concurrency: int,
     resync_period: float = DEFAULT_RESYNC_PERIOD,
-    deferred: DeferredCaches | None = None,
+    caches: CacheStarts | None = None,
 ) -> int:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -529,7 +481,7 @@ async def _serve(
         parts.loop.enqueue_all()
         # Finite: it is cancelled when the workers stop; an exception from it is still a failure.
         resync = supervisor.spawn(_resync(parts.loop.enqueue_all, resync_period), "resync", finite=True)
-        judging = supervisor.spawn(judge_after_first_pass(parts.store, queue, deferred, parts.machines.judge_again),
+        judging = supervisor.spawn(judge_after_first_pass(parts.store, queue, caches, parts.machines.judge_again),
                                    "deferred-caches", finite=True)
         workers = loop.create_task(run_workers(queue, parts.loop.reconcile, concurrency), name="workers")
         try:
@@ -555,7 +507,15 @@ async def _serve(
     stopped = loop.create_task(stop.wait(), name="signal-wait")
     election = loop.create_task(campaign(), name="leader-election")
     failed = loop.create_task(supervisor.failed.wait(), name="supervision-wait")
-    await asyncio.wait({election, stopped, failed}, return_when=asyncio.FIRST_COMPLETED)
+    try:
+        await asyncio.wait({election, stopped, failed}, return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:
+        # Cancelled from outside (an embedding program, the tests), not SIGTERM: the workers stop
+        # before the caller closes the API client under them.
+        for task in (election, stopped, failed):
+            task.cancel()
+        await asyncio.gather(election, stopped, failed, return_exceptions=True)
+        raise
     supervisor.stopping()
     code = 0
     if election.done():

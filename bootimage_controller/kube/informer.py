@@ -298,6 +298,11 @@ class Informer:
 
     # --- lifecycle -----------------------------------------------------------------------------
 
+    @property
+    def started(self) -> bool:
+        """Whether `start()` was ever called: an informer never started has asked nothing."""
+        return self._task is not None
+
     def start(self) -> asyncio.Task[None]:
         """Run the informer in its own task (idempotent); `stop()` ends it."""
         if self._task is None or self._task.done():

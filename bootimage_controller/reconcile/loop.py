@@ -30,6 +30,8 @@ from .store import InformerStore
 log = structlog.get_logger(__name__)
 
 Reconcile = Callable[[str], Awaitable[ReconcileResult]]
+# How soon a key comes back when a cache it may read has not listed yet (`Loop._dispatch`).
+CACHE_WAIT = 0.5
 ReconcileMachine = Callable[[str], Awaitable[MachineOutcome]]
 
 
@@ -103,6 +105,11 @@ class Loop:
         return result
 
     async def _dispatch(self, key: str) -> ReconcileResult:
+        if not self.store.synced():
+            # A cache started on demand (the Cluster API's, as its first pool appeared) has not
+            # listed yet: nothing is planned or claimed on a partial cache. Its list's events
+            # queue what it concerns; this key comes back after a short wait too.
+            return ReconcileResult(requeue_after=CACHE_WAIT)
         kind = key if key.startswith("@") else split_key(key)[0]
         machine = self._machines_by_kind.get(kind)
         if machine is not None:

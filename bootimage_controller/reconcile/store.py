@@ -90,17 +90,31 @@ def _list_watch(api: Any, read: ClusterRead) -> ListWatch:
 # MachineSets planned before are queued again (daemon/run.py, `MachineReconciler.judge_again`).
 # `run --once` waits for them: its one pass judges too.
 DEFERRED_ROLES = frozenset(r.role for r in (*VERIFICATION_READS, *CAPI_VERIFICATION_READS))
+# Caches that only a Cluster API pool needs: its infrastructure templates, its Machines and their
+# infrastructure machines, and its claim holder. They start once the cluster has a Cluster API
+# MachineSet or MachineDeployment (`daemon/caches.CacheStarts`, issue 48); until then each would
+# hold a watch for nothing (one bookmark a minute, a wakeup each: the settled daemon's idle CPU).
+ON_DEMAND_ROLES = frozenset((*(r.role for r in (*TEMPLATE_READS, *CAPI_VERIFICATION_READS)), CAPI_HOLDER))
+# The Cluster API pools whose first object starts the `ON_DEMAND_ROLES`.
+DEMANDING_ROLES = frozenset(r.role for r in CAPI_READS)
 
 
 class InformerStore:
-    """Objects by role from the watch caches (a `lookups.ObjectStore`), and whether they are whole."""
+    """Objects by role from the watch caches (a `lookups.ObjectStore`), and whether they are whole.
 
-    def __init__(self, informers: Mapping[str, Informer], deferred: frozenset[str] = frozenset()) -> None:
+    An informer of `on_demand` that has not been started counts as listed and empty: nothing needs
+    it yet (ON_DEMAND_ROLES). Once started, it gates like the others until it has listed.
+    """
+
+    def __init__(self, informers: Mapping[str, Informer], deferred: frozenset[str] = frozenset(),
+                 on_demand: frozenset[str] = frozenset()) -> None:
         self.informers = informers
         self.deferred = deferred  # roles whose first list no write waits for (DEFERRED_ROLES)
+        self.on_demand = on_demand  # roles started only when needed (ON_DEMAND_ROLES)
 
     def _gating(self, deferred: bool) -> list[Informer]:
-        return [i for role, i in self.informers.items() if deferred or role not in self.deferred]
+        return [i for role, i in self.informers.items()
+                if (deferred or role not in self.deferred) and (i.started or role not in self.on_demand)]
 
     def role_synced(self, role: str) -> bool:
         informer = self.informers.get(role)
@@ -120,19 +134,27 @@ class InformerStore:
         return items[0] if items else None
 
     async def wait_synced(self, timeout: float | None = None, *, deferred: bool = False) -> bool:
-        """Whether the caches writes wait for listed within `timeout` (`deferred`: every cache)."""
-        results = await asyncio.gather(*(i.wait_synced(timeout) for i in self._gating(deferred)))
-        return all(results)
+        """Whether the caches writes wait for listed within `timeout` (`deferred`: every cache).
+        Asked again after each round: a list can start an on-demand cache (a Cluster API
+        MachineSet listed starts its templates'), which then has to list too."""
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        while not self.synced(deferred=deferred):
+            left = None if deadline is None else max(0.0, deadline - loop.time())
+            if not all(await asyncio.gather(*(i.wait_synced(left) for i in self._gating(deferred)))):
+                return False
+        return True
 
     def synced(self, *, deferred: bool = False) -> bool:
         return all(i.has_synced.is_set() for i in self._gating(deferred))
 
     def sync_errors(self) -> dict[str, str]:
         """The last error of each informer that has not listed yet (why the caches are not synced)."""
+        gating = self._gating(deferred=True)
         return {
             name: informer.last_error or "no answer yet"
             for name, informer in self.informers.items()
-            if not informer.has_synced.is_set()
+            if informer in gating and not informer.has_synced.is_set()
         }
 
     def access_notes(self) -> builtins.list[str]:

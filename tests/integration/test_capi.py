@@ -250,6 +250,33 @@ async def test_a_migrated_pool_is_written_on_its_authoritative_side_only(kube_cl
     assert ref_name((await capi_items(kube_api, "machinesets"))["workers"]) != "t0", "the CAPI mirror is updated"
 
 
+async def test_a_pool_that_appears_under_a_running_daemon_starts_the_cluster_apis_caches_and_is_written(
+    kube_cluster: TestCluster, kube_api: Any
+) -> None:
+    """Issue 48: without a Cluster API pool the daemon does not watch templates, CAPI Machines or the
+    CAPI claim holder (daemon/caches.py). The first pool starts them; the pool waits for them to list
+    (reconcile/loop.py), then is claimed under the holder in its namespace and gets its template."""
+    cluster = await arrange(kube_api, "AWS", "machinesets")
+    await apply(kube_api, ms_fixture("aws-x86_64-us-east-1a-4.16.yaml", "mapi-workers"))
+    async with daemon_task(kube_cluster.kubeconfig):
+        async def mapi_written() -> bool:
+            ms = (await list_machinesets(kube_api))["mapi-workers"]
+            return ANNOTATION_RELEASE in (ms["metadata"].get("annotations") or {})
+
+        await wait_for(mapi_written, 30, "the Machine API MachineSet written: the daemon is up")
+        await apply(kube_api, template("AWSMachineTemplate", "workers-t0", {"ami": {"id": AWS_416}}, owners=[cluster]))
+        await apply(kube_api, capi_object("MachineSet", "workers", "AWSMachineTemplate", "workers-t0", owners=[cluster]))
+
+        async def capi_written() -> bool:
+            return ref_name((await capi_items(kube_api, "machinesets"))["workers"]) != "workers-t0"
+
+        await wait_for(capi_written, 30, "the Cluster API MachineSet pointed at a new template")
+    ms = (await capi_items(kube_api, "machinesets"))["workers"]
+    assert (await templates(kube_api))[ref_name(ms)]["spec"]["template"]["spec"]["ami"] == {"id": AWS_422}
+    holder = await kube_request(kube_api, "GET", f"/api/v1/namespaces/{CAPI_NAMESPACE}/configmaps/{CLAIM_HOLDER_NAME}")
+    assert [r["uid"] for r in ms["metadata"]["ownerReferences"] if r["kind"] == "ConfigMap"] == [holder["metadata"]["uid"]]
+
+
 async def test_an_owner_other_than_the_cluster_keeps_the_controller_away(kube_cluster: TestCluster, kube_api: Any) -> None:
     cluster = await arrange(kube_api, "AWS", "machinesets")
     await apply(kube_api, template("AWSMachineTemplate", "t0", {"ami": {"id": AWS_416}}, owners=[cluster]))

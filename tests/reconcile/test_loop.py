@@ -14,7 +14,7 @@ from bootimage_controller.kube.api_errors import Forbidden, ServerError
 from bootimage_controller.kube.fence import NotLeader
 from bootimage_controller.kube.workqueue import DONE, ReconcileResult
 from bootimage_controller.reconcile.keys import CLAIMS_KEY, STATUS_KEY
-from bootimage_controller.reconcile.loop import KeyList, KeySink, Loop
+from bootimage_controller.reconcile.loop import CACHE_WAIT, KeyList, KeySink, Loop
 from bootimage_controller.reconcile.state import MachineOutcome, MachineSetState
 
 MS_KEY = f"{MACHINESET_KIND}/openshift-machine-api/worker-a"
@@ -43,8 +43,13 @@ class Store:
     def __init__(self, objects: dict[str, list[dict[str, Any]]]) -> None:
         self.objects = objects
 
+        self.listed = True
+
     def list(self, kind: str) -> list[dict[str, Any]]:
         return self.objects.get(kind, [])
+
+    def synced(self) -> bool:
+        return self.listed
 
 
 def loop_with(sink: KeySink, machines: Any, claims: Any = None, objects: dict[str, list[dict[str, Any]]] | None = None,
@@ -141,3 +146,20 @@ async def test_no_answer_from_the_api_server_is_a_transient_failure_not_a_traceb
     loop, _ = loop_with(KeyList(), bug)
     with pytest.raises(KeyError):  # a bug is still a bug: the workqueue logs it with its traceback
         await loop.reconcile(MS_KEY)
+
+
+async def test_a_key_on_a_cache_not_listed_yet_comes_back_and_reaches_no_reconciler() -> None:
+    # A cache started on demand (the Cluster API's, when its first pool appears) lists after the key
+    # of that pool is queued: nothing may be planned or claimed before it has.
+    seen: list[str] = []
+
+    async def machines(key: str) -> MachineOutcome:
+        seen.append(key)
+        return MachineOutcome(None, DONE)
+
+    loop, status = loop_with(KeyList(), machines)
+    loop.store.listed = False  # type: ignore[attr-defined]
+    assert await loop.reconcile(MS_KEY) == ReconcileResult(requeue_after=CACHE_WAIT)
+    assert seen == [] and status.recorded == {} and status.machine_keys == 0
+    loop.store.listed = True  # type: ignore[attr-defined]
+    assert await loop.reconcile(MS_KEY) == DONE and seen == [MS_KEY]

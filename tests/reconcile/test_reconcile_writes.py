@@ -169,6 +169,9 @@ def make_controller(api: ApiClient, *machinesets: dict[str, Any], before_patch: 
     fill(ctl, "clusterversion", cluster_version())
     fill(ctl, "machineconfiguration", machine_configuration())
     fill(ctl, "MachineSet", *machinesets)
+    for informer in ctl.informers.values():  # every other cache listed, empty: the loop reconciles on whole caches only
+        if not informer.has_synced.is_set():
+            informer.replace_all([], None)
     return ctl, writer, queued
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from harness.objects import bootimages_configmap, infrastructure
@@ -10,7 +11,7 @@ from kubernetes_asyncio.client import ApiClient, Configuration
 from bootimage_controller.constants import CAPI_VERSIONS
 from bootimage_controller.core.cluster import CLUSTER_READS
 from bootimage_controller.reconcile.loop import KeyList
-from bootimage_controller.reconcile.store import ClusterView, InformerStore, build_informers
+from bootimage_controller.reconcile.store import ON_DEMAND_ROLES, ClusterView, InformerStore, build_informers
 from bootimage_controller.reconcile.triggers import Triggers
 
 
@@ -76,3 +77,26 @@ def test_golden_data_that_does_not_parse_is_reported_by_the_inputs_as_before() -
     inputs = view.inputs()
     assert inputs.context is None
     assert inputs.problem is not None and "coreos-bootimages" in inputs.problem and "data.stream" in inputs.problem
+
+
+async def test_a_cache_started_on_demand_counts_as_listed_until_started_and_is_waited_for_once_it_is() -> None:
+    api = ApiClient(Configuration(host="https://127.0.0.1:6443"))
+    try:
+        informers = build_informers(api, CAPI_VERSIONS[-1], "AWS")
+        store = InformerStore(informers, on_demand=ON_DEMAND_ROLES)
+        for role, informer in informers.items():
+            if role not in ON_DEMAND_ROLES:
+                informer.replace_all([], "1")  # listed, as a list answered would
+        assert store.synced() and store.sync_errors() == {}, "never started: nothing needs it yet"
+
+        template = informers["AWSMachineTemplate"]
+        template.start()  # nothing listens at that address: started, and no answer
+        assert not store.synced() and set(store.sync_errors()) == {"AWSMachineTemplate"}
+        waiting = asyncio.create_task(store.wait_synced(5))
+        await asyncio.sleep(0.05)
+        assert not waiting.done()
+        template.replace_all([], "2")
+        assert await waiting and store.synced()
+        await template.stop()
+    finally:
+        await api.close()
