@@ -322,6 +322,9 @@ class Manager(StrEnum):
     GITOPS = "gitops"
     EXTERNAL = "external"  # another writer owns the boot image field in metadata.managedFields
     OURS = "bootimage-controller"
+    # Not enrolled, and no other writer: nobody updates its boot image (the MCO reads the same
+    # enrollment). Not counted as anyone's (issue 47: a ControlPlaneMachineSet left out is not ours).
+    NOBODY = "nobody"
 
 
 class Action(StrEnum):

@@ -254,6 +254,8 @@ class Selection(Protocol):
 
     def mco_selects(self, kind: str, labels: Mapping[str, str], default_on: bool) -> bool: ...
 
+    def covers(self, resource: Enrollable) -> tuple[bool, str]: ...
+
 
 @dataclass(frozen=True)
 class ManagerVerdict:
@@ -306,6 +308,9 @@ def decide_manager(
         return ManagerVerdict(Manager.EXTERNAL, f"{external[1]}{ignored}", also_written_by=also, named=external[0])
     if mco_why is not None:
         return ManagerVerdict(Manager.MCO, mco_why + ignored)
+    enrolled, why = selection.covers(obj)
+    if not enrolled:
+        return ManagerVerdict(Manager.NOBODY, f"not enrolled ({why}): nobody updates its boot image{ignored}")
     return ManagerVerdict(Manager.OURS, OURS_BY_DEFAULT.why + ignored) if ignored else OURS_BY_DEFAULT
 
 

@@ -371,8 +371,11 @@ def summary_line(decisions: Sequence[BootImageDecision], forecast: Forecast | No
     line = "Plan: " + forecast.summary() + "; " + ", ".join(
         f"{counts.get(action, 0)} {words}" for action, words in _SUMMARY_WORDS if action is not Action.PATCH)
     managers = Counter(str(d.manager) for d in decisions)
-    if managers:
-        line += "; managed by " + ", ".join(f"{m} {managers[m]}" for m in Manager if managers.get(m))
+    named = [m for m in Manager if m is not Manager.NOBODY and managers.get(m)]
+    if named:
+        line += "; managed by " + ", ".join(f"{m} {managers[m]}" for m in named)
+    if managers.get(Manager.NOBODY):
+        line += f"; {managers[Manager.NOBODY]} managed by nobody (not enrolled)"
     return line
 
 

@@ -178,7 +178,7 @@ def test_table_of_the_example(run: Run) -> None:
     assert "ami-0a1b2c3d4e5f67890" in details
     summary = " ".join(result.out.split("\nPlan: ")[1].split("\nSkew:")[0].split())
     assert summary == ("this controller patches 1 now, the MCO 3; 1 depends on what only the cloud can tell "
-                       "(plan --cloud-verify); 0 up to date, 3 skipped, 0 errors; managed by mco 5, bootimage-controller 2")
+                       "(plan --cloud-verify); 0 up to date, 3 skipped, 0 errors; managed by mco 5, bootimage-controller 1; 1 managed by nobody (not enrolled)")
     assert any(line.startswith("Skew: mode Automatic") for line in lines)
 
 

@@ -93,7 +93,9 @@ def test_the_table_reads_well_at_every_width(columns: int) -> None:
     assert {r[kind] for r in rows if r[0] != "cluster"} == {"MS"}
     # Who updates each MachineSet stays at every width (issue 33): short forms said above the table.
     manager = header.index("MANAGER")
-    assert {said.get(r[manager], r[manager]) for r in rows} == {"mco", "bootimage-controller"}
+    assert {said.get(r[manager], r[manager]) for r in rows} == {"mco", "bootimage-controller", "nobody"}
+    # The ControlPlaneMachineSet left out of enrollment is nobody's, not this controller's (issue 47).
+    assert {r[0]: said.get(r[manager], r[manager]) for r in rows}["cluster"] == "nobody"
     # Every name whole: nothing that tells rows apart is cut while another column can go (issue 33).
     assert {prefix + r[0][1:] if r[0].startswith("\u2026") else r[0] for r in rows} == FULL_NAMES
     # One scheme per row: OpenShift releases on both sides (4.16 -> 4.22); at 80 columns they give

@@ -225,7 +225,8 @@ def test_the_mco_writes_aws_capi_pools_behind_its_gates_when_listed(gates_on: tu
     obj = capi_object(kind, "pool", "AWSMachineTemplate", "aws-tmpl", owners=[cluster_owner()])
     got = plan_capi(obj, aws(), G, facts, enrolled)
     mco_writes = gate_on and platform == "AWS" and listed
-    assert got.manager == (Manager.MCO if mco_writes else Manager.OURS), got.manager_why
+    # Not listed: not enrolled for either, so nobody's.
+    assert got.manager == (Manager.MCO if mco_writes else Manager.OURS if listed else Manager.NOBODY), got.manager_why
     if mco_writes:
         assert "ManagedBootImagesAWSCAPI" in got.manager_why
 

@@ -95,7 +95,8 @@ def test_before_4_19_the_mco_needs_the_admins_entry_and_a_partial_selection_is_h
     assert decide(ms, "AWS", "4.18.0", gates=["ManagedBootImagesAWS"]).manager == Manager.OURS
     assert decide(ms, "AWS", "4.18.0", gates=["ManagedBootImagesAWS"], managed=partial).manager == Manager.MCO
     other = machineset_from_fixture(FIXTURE["AWS"], labels={"pool": "b"})
-    assert decide(other, "AWS", "4.18.0", gates=["ManagedBootImagesAWS"], managed=partial).manager == Manager.OURS
+    # Outside the Partial selection: enrolled for neither the MCO nor this controller.
+    assert decide(other, "AWS", "4.18.0", gates=["ManagedBootImagesAWS"], managed=partial).manager == Manager.NOBODY
 
 
 def test_the_mco_skips_other_streams_from_4_22_windows_and_owned_machinesets() -> None:
