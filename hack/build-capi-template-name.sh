@@ -17,6 +17,7 @@ find_go "$W"
 echo "[capi-template-name] building with $GO ($("$GO" env GOVERSION)) into $OUT"
 mkdir -p "$OUT"
 (cd "$SRC" && GOTOOLCHAIN=local GOPATH=$W/gopath GOMODCACHE=$W/gopath/pkg/mod GOCACHE=$W/gocache \
-  GOFLAGS="-modcacherw -mod=readonly" CGO_ENABLED=0 "$GO" build -o "$W/capi-template-name" .)
+  GOFLAGS="-modcacherw -mod=readonly" CGO_ENABLED=0 "$GO" build -o "$W/capi-template-name" . >"$W/build.log" 2>&1) \
+  || { echo "[capi-template-name] build failed; its output:" >&2; tail -n 40 "$W/build.log" >&2; exit 1; }
 mv "$W/capi-template-name" "$OUT/capi-template-name"
 echo "[capi-template-name] built: $OUT/capi-template-name"

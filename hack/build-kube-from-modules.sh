@@ -25,11 +25,13 @@ say() { echo "[kube $K8S_VERSION build, $(( $(date +%s) - t0 )) s] $*"; }
 
 # A heartbeat while a long step runs: nobody should stare at a silent terminal for minutes.
 heartbeat() { while sleep 30; do say "still $1"; done; }
+# Go's own output (a "go: downloading" line per module, about 200) goes to a log, shown on failure.
 step() {  # step "what" command...
   local what=$1; shift
   heartbeat "$what" & local hb=$!
-  if "$@"; then kill "$hb" 2>/dev/null; wait "$hb" 2>/dev/null || true
-  else local rc=$?; kill "$hb" 2>/dev/null; wait "$hb" 2>/dev/null || true; return $rc; fi
+  if "$@" >"$W/step.log" 2>&1; then kill "$hb" 2>/dev/null; wait "$hb" 2>/dev/null || true
+  else local rc=$?; kill "$hb" 2>/dev/null; wait "$hb" 2>/dev/null || true
+    say "$what failed (exit $rc); the last lines of its output:" >&2; tail -n 40 "$W/step.log" >&2; return $rc; fi
 }
 
 # 1. a Go toolchain >= 1.24

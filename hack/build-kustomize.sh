@@ -13,6 +13,7 @@ find_go "$W"
 echo "[kustomize $VERSION] building with $GO ($("$GO" env GOVERSION))"
 mkdir -p "$OUT"
 GOTOOLCHAIN=local GOPATH=$W/gopath GOMODCACHE=$W/gopath/pkg/mod GOCACHE=$W/gocache GOFLAGS=-modcacherw \
-  CGO_ENABLED=0 GOBIN="$W/bin" "$GO" install "sigs.k8s.io/kustomize/kustomize/v5@$VERSION"
+  CGO_ENABLED=0 GOBIN="$W/bin" "$GO" install "sigs.k8s.io/kustomize/kustomize/v5@$VERSION" >"$W/build.log" 2>&1 \
+  || { echo "[kustomize $VERSION] build failed; its output:" >&2; tail -n 40 "$W/build.log" >&2; exit 1; }
 mv "$W/bin/kustomize" "$OUT/kustomize"
 echo "[kustomize $VERSION] built: $OUT/kustomize"

@@ -52,9 +52,10 @@ fi
 # Four workers (one file at a time each, each with its own loopback control plane): most integration
 # tests wait on a server (a lease to expire, a first-boot deadline), so more workers than cores fill
 # those waits on 2 cores; with two the suite took 10.4 minutes at b4c0370, with three 10.4-11.2 at
-# 2c63944-46d5c6d, over its 10-minute budget.
+# 2c63944-46d5c6d, over its 10-minute budget. Not `-q`: quiet, xdist says "bringing up nodes..." twice
+# off a terminal; at the default verbosity it says how many workers and tests instead.
 rc=0
-.venv/bin/python -m pytest -q -p no:cacheprovider -n 4 --dist loadfile --durations=15 -rs "${beside[@]}" "$@" || rc=$?
+.venv/bin/python -m pytest -p no:cacheprovider -n 4 --dist loadfile --durations=15 -rs "${beside[@]}" "$@" || rc=$?
 # Each process beside the suite: wait for it, print its output under a title, keep the first failure.
 beside_done() {
   local pid="$1" log="$2" title="$3" code=0
