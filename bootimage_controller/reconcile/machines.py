@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import structlog
@@ -30,14 +30,14 @@ from ..core.claims import (
 )
 from ..core.cloud.facts import CloudFacts
 from ..core.context import ClusterFacts, PlanningContext
-from ..core.lookups import plan_object, plan_verified
+from ..core.lookups import plan_object, wants_cloud
 from ..core.model import BootImageDecision
 from ..core.planner import is_our_owner_reference
 from ..core.verification import VerificationOutcome
-from ..kube.api_errors import ApiError, Conflict, NotFound
+from ..kube.api_errors import ApiError, Conflict, NotFound, conflict
 from ..kube.fence import UpgradeGateClosed, write_preconditions
 from ..kube.informer import resource_version
-from ..kube.retry import CONNECTION_ERRORS, describe, retry_on_conflict
+from ..kube.retry import CONFLICT_ATTEMPTS, CONNECTION_ERRORS, describe
 from ..kube.workqueue import DONE, ReconcileResult
 from .claim_reconciler import Holders
 from .delegation import Delegation
@@ -200,17 +200,15 @@ class MachineReconciler:
         return await checks.verify(obj, decision, self.kinds[split_key(key)[0]], self.c.may_write())
 
     async def plan(self, obj: Mapping[str, Any], ctx: PlanningContext) -> BootImageDecision:
-        """Offline, then again with the cloud's answers where they can change the decision."""
-        ask = None
-        if self.c.cloud is not None:
-            cloud = self.c.cloud
-
-            async def ask_cloud(decisions: list[BootImageDecision]) -> tuple[CloudFacts, frozenset[str]] | None:
-                return await cloud(decisions[0])
-
-            ask = ask_cloud
-        decisions = await plan_verified(lambda facts: [self._plan_offline(obj, ctx, facts)], ctx.facts, ask)
-        return decisions[0]
+        """Offline, then again with the cloud's answers where they can change the decision (rule 9:
+        never patch to an image the cloud does not have)."""
+        decision = self._plan_offline(obj, ctx, ctx.facts)
+        if self.c.cloud is None or not wants_cloud(decision):
+            return decision
+        answer = await self.c.cloud(decision)
+        if answer is None:
+            return decision
+        return self._plan_offline(obj, ctx, replace(ctx.facts, cloud=answer[0], cloud_platforms=answer[1]))
 
     def _plan_offline(self, obj: Mapping[str, Any], ctx: PlanningContext, facts: ClusterFacts) -> BootImageDecision:
         """The offline decision, taken from `_counts_ahead` when it planned this very version with
@@ -256,30 +254,28 @@ class MachineReconciler:
 
     async def _patch(self, key: str, kind: MachineKind, obj: dict[str, Any], decision: BootImageDecision,
                      ctx: PlanningContext, claim_warning: str | None) -> MachineSetState:
-        """Write the decision; someone writing first makes us re-read and re-plan (never overwrite)."""
-        planned = decision
-
-        async def read() -> dict[str, Any] | None:
-            return await kind.read(obj)
-
-        async def plan(current: dict[str, Any]) -> BootImageDecision | None:
-            nonlocal planned
-            if current is not obj:
-                planned = await self.plan(current, ctx)
-            return planned if planned.action is Action.PATCH else None
-
-        async def write(current: dict[str, Any], d: BootImageDecision) -> MachineSetState:
-            return await self._patch_once(key, kind, current, d, claim_warning)
-
+        """Write the decision. Someone writing first (our patch tests the resourceVersion it
+        replaces: a Conflict) makes us read the object again and plan it again, never resend the
+        same write: client-go's RetryOnConflict, as a loop here. Every failure is the outcome."""
+        current, planned = obj, decision
         try:
-            state = await retry_on_conflict(read, plan, write, what=f"patch boot image {key}", current=obj)
+            for _ in range(CONFLICT_ATTEMPTS):
+                try:
+                    return await self._patch_once(key, kind, current, planned, claim_warning)
+                except Conflict:
+                    fresh = await kind.read(obj)
+                if fresh is None:
+                    return MachineSetState(planned)  # deleted meanwhile
+                current = fresh
+                planned = await self.plan(current, ctx)
+                if planned.action is not Action.PATCH:
+                    return MachineSetState(planned)  # the other writer's change needs nothing more
+            return MachineSetState.failed(planned, Reason.PATCH_FAILED,
+                                          "kept conflicting with other writers; will retry on their next change")
         except UpgradeGateClosed as exc:
             # The ClusterVersion changed while the patch waited to be sent: nothing was written.
             log.info("boot image patch not sent: upgrade gate closed", key=key, why=str(exc))
             return MachineSetState(planned)
-        except Conflict:
-            return MachineSetState.failed(planned, Reason.PATCH_FAILED,
-                                          "kept conflicting with other writers; will retry on their next change")
         except NotFound:
             return MachineSetState(planned)  # deleted meanwhile
         except ApiError as exc:
@@ -288,7 +284,6 @@ class MachineReconciler:
             # No answer at all once `api_call` gave up (reset, refused, timed out): not known to be
             # written; the key's outcome like a 503's, retried with its backoff (issue 46).
             return MachineSetState.failed(planned, Reason.PATCH_FAILED, f"no answer from the API server: {describe(exc)}")
-        return state if state is not None else MachineSetState(planned)
 
     async def _patch_once(self, key: str, kind: MachineKind, obj: dict[str, Any],
                           decision: BootImageDecision, claim_warning: str | None) -> MachineSetState:
@@ -434,26 +429,26 @@ class MachineReconciler:
                  result="applied" if claimed else "already ours")
 
     async def _release_if_claimed(self, kind: MachineKind, obj: dict[str, Any], ctx: PlanningContext) -> None:
-        """A MachineSet left enrollment: remove our owner reference (and nothing else). On a conflict
-        release only what is still out of enrollment on a fresh read."""
-
-        async def plan(current: dict[str, Any]) -> bool | None:
-            if not is_claimed(current):
-                return None
+        """A MachineSet left enrollment: remove our owner reference (and nothing else). After a
+        conflict, release only what a fresh read still shows claimed and out of enrollment."""
+        current: dict[str, Any] | None = obj
+        for _ in range(CONFLICT_ATTEMPTS):
+            if current is None or not is_claimed(current):
+                return
             if current is not obj and (await self.plan(current, ctx)).reason != Reason.NOT_ENROLLED:
-                return None
-            return True
-
-        async def write(current: dict[str, Any], _: bool) -> None:
-            await kind.scope.writer.release(current)
+                return
+            try:
+                await kind.scope.writer.release(current)
+            except Conflict:
+                current = await kind.read(obj)
+                continue
+            except NotFound:
+                return
             log.info("claim released", key=machine_key(current))
             self.c.enqueue(CLAIMS_KEY)
-
-        try:
-            await retry_on_conflict(lambda: kind.read(obj), plan, write, what=f"release claim on {machine_key(obj)}",
-                                    current=obj)
-        except NotFound:
             return
+        raise conflict(f"release claim on {machine_key(obj)}",
+                       f"kept conflicting with other writers ({CONFLICT_ATTEMPTS} attempts); will retry")
 
     def _post_events(self, obj: dict[str, Any], previous: MachineSetState | None, state: MachineSetState) -> None:
         """Hand this outcome's event (if it has one) to the event lane, which writes it in the
