@@ -174,8 +174,7 @@ class MachineReconciler:
             # outcome, reported like a refused patch, retried or waiting as the refusal says.
             state = MachineSetState.failed(decision, Reason.PATCH_FAILED, f"{exc.what}: {exc.describe()}",
                                            permanent=exc.permanent)
-        state.claim_warning = warning
-        state.verification = await self._verify(key, obj, decision, state)
+        state = replace(state, claim_warning=warning, verification=await self._verify(key, obj, decision, state))
         obs.RECONCILE_DURATION.observe(time.monotonic() - started)
         log.log(
             logging.DEBUG if says_nothing_new(previous, state) else logging.INFO,

@@ -28,9 +28,10 @@ from ..vsphere.template_refresh import RefreshOutcome
 RETRIED_FAILURES = frozenset({Reason.PATCH_FAILED, Reason.TEMPLATE_REFRESH_FAILED})
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class MachineSetState:
-    """The last outcome for one MachineSet: what we decided and whether it is done.
+    """The last outcome for one MachineSet: what we decided and whether it is done. Immutable: a
+    step that adds to it (the claim warning, the boot verdict) makes a new one.
 
     `error` (a write failure or a refusal: hot loop, unusable user data) wins over the decision;
     `error_reason` says which, typed, for events, metrics and the Degraded message. Both are set
