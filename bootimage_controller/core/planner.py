@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
-from functools import cached_property
-from typing import Any
+from typing import Any, cast
 
 from ..constants import (
     ANNOTATION_AUTOSCALER_LABELS,
@@ -118,6 +117,10 @@ def is_our_owner_reference(api_version: str, kind: str, name: str) -> bool:
     return api_version == "v1" and kind == "ConfigMap" and name == CLAIM_HOLDER_NAME
 
 
+# `_Planner.recorded` not read yet (None is a reading: no verdict recorded).
+_UNREAD = object()
+
+
 class _Planner:
     """Holds one MachineSet's evaluation so each rule is a short method."""
 
@@ -138,6 +141,7 @@ class _Planner:
         self.arch: str | None = None
         self.stream_name: str | None = None
         self.manager: ManagerVerdict | None = None
+        self._recorded: object = _UNREAD
 
     def decision(self, action: Action, reason: str, message: str, **extra: Any) -> BootImageDecision:
         return BootImageDecision(
@@ -170,11 +174,11 @@ class _Planner:
     # ---- the rules, in SPEC order --------------------------------------------------------
     def decide(self) -> BootImageDecision:
         self.platform = self._platform_name()
+        enrolled, why = self.enrollment.covers(self.r)
         if not self.evidence_only:
             # Rule 2b: who updates it; the MCO dispatches on the Infrastructure's platform.
             self.manager = decide_manager(self.r, self.facts.platform or self.platform, self.facts.managers,
-                                          self.enrollment, is_ours=is_our_owner_reference)
-        enrolled, why = self.enrollment.covers(self.r)
+                                          self.enrollment, is_ours=is_our_owner_reference, coverage=(enrolled, why))
         if not enrolled:
             skipped = self.skip(Reason.NOT_ENROLLED, f"{self.r.display} is not enrolled: {why}")
             return self._mco_despite_opt_out(skipped)
@@ -332,11 +336,14 @@ class _Planner:
             **extra,
         )
 
-    @cached_property
+    @property
     def recorded(self) -> BootVerdict | None:
         """The verdict recorded on the MachineSet (SPEC section 3b), read once for the rule below
-        and for the decision's `verified`."""
-        return BootVerdict.from_annotations(self.r.annotations)
+        and for the decision's `verified`. (Not `functools.cached_property`: on Python 3.11 it takes
+        a lock at every first read, once per decision.)"""
+        if self._recorded is _UNREAD:
+            self._recorded = BootVerdict.from_annotations(self.r.annotations)
+        return cast("BootVerdict | None", self._recorded)
 
     def with_recorded_verdict(self, decision: BootImageDecision) -> BootImageDecision:
         """`decision` carrying the recorded verdict when it is about the image the MachineSet boots."""

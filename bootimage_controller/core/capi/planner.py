@@ -83,7 +83,9 @@ class _CapiPlanning:
         self.c, self.golden, self.facts, self.enrollment = capi, golden, facts, enrollment
         self.mapi_authority = mapi_authority
         # Rule 2b for the CAPI object itself (the MCO on AWS behind ManagedBootImagesAWSCAPI; Hive and GitOps).
-        self.verdict = decide_manager(capi, facts.platform, facts.managers, enrollment, is_ours=is_our_owner_reference)
+        self.coverage = enrollment.covers(capi)
+        self.verdict = decide_manager(capi, facts.platform, facts.managers, enrollment, is_ours=is_our_owner_reference,
+                                      coverage=self.coverage)
 
     def decision(self, action: Action, reason: Reason | str, message: str, **extra: Any) -> BootImageDecision:
         return BootImageDecision(self.c.kind, self.c.namespace, self.c.name, action, str(reason), message,
@@ -96,7 +98,7 @@ class _CapiPlanning:
 
     def decide(self, template: Mapping[str, Any] | None) -> BootImageDecision:
         c = self.c
-        enrolled, why = self.enrollment.covers(c)
+        enrolled, why = self.coverage
         if not enrolled:
             note = f"; enrolling it means {ROLLOUT_NOTE}" if c.is_deployment else ""
             return self.skip(Reason.NOT_ENROLLED, f"not enrolled: {why}{note}")
