@@ -71,6 +71,11 @@ def wants_cloud(decision: BootImageDecision) -> bool:
 AskCloud = Callable[[list[BootImageDecision]], Awaitable[tuple[CloudFacts, frozenset[str]] | None]]
 
 
+def with_cloud_answer(facts: ClusterFacts, answer: tuple[CloudFacts, frozenset[str]]) -> ClusterFacts:
+    """`facts` with the cloud's answers and the platforms they cover, to plan again with."""
+    return replace(facts, cloud=answer[0], cloud_platforms=answer[1])
+
+
 async def plan_verified(
     plan: Callable[[ClusterFacts], list[BootImageDecision]], facts: ClusterFacts, ask: AskCloud | None
 ) -> list[BootImageDecision]:
@@ -83,7 +88,8 @@ async def plan_verified(
     answer = await ask(asking)
     if answer is None:
         return decisions
-    return plan(replace(facts, cloud=answer[0], cloud_platforms=answer[1]))
+    return plan(with_cloud_answer(facts, answer))
 
 
-__all__ = ["AskCloud", "ObjectStore", "infra_template", "mapi_authority", "plan_object", "plan_verified", "wants_cloud"]
+__all__ = ["AskCloud", "ObjectStore", "infra_template", "mapi_authority", "plan_object", "plan_verified", "wants_cloud",
+           "with_cloud_answer"]

@@ -254,8 +254,6 @@ class Selection(Protocol):
 
     def mco_selects(self, kind: str, labels: Mapping[str, str], default_on: bool) -> bool: ...
 
-    def covers(self, resource: Enrollable) -> tuple[bool, str]: ...
-
 
 @dataclass(frozen=True)
 class ManagerVerdict:
@@ -282,10 +280,11 @@ def decide_manager(
     selection: Selection,
     *,
     is_ours: IsOurs,
-    coverage: tuple[bool, str] | None = None,
+    coverage: tuple[bool, str],
 ) -> ManagerVerdict:
     """SPEC rule 2b's precedence for one object. `is_ours(api_version, kind, name)` tells our claim;
-    `coverage` is `selection.covers(obj)` where the caller has it already."""
+    `coverage` is whether our enrollment covers it and why not (`Enrollment.covers`), which the
+    planner reads anyway."""
     mco_why = mco_manages(obj, platform, facts.mco, selection, ignore_ours=is_ours)
     claimed = any(is_ours(o.api_version, o.kind, o.name) for o in obj.owner_references)
     handed = obj.annotations.get(ANNOTATION_BOOT_IMAGE_MANAGER)
@@ -310,7 +309,7 @@ def decide_manager(
         return ManagerVerdict(Manager.EXTERNAL, f"{external[1]}{ignored}", also_written_by=also, named=external[0])
     if mco_why is not None:
         return ManagerVerdict(Manager.MCO, mco_why + ignored)
-    enrolled, why = coverage if coverage is not None else selection.covers(obj)
+    enrolled, why = coverage
     if not enrolled:
         return ManagerVerdict(Manager.NOBODY, f"not enrolled ({why}): nobody updates its boot image{ignored}")
     return ManagerVerdict(Manager.OURS, OURS_BY_DEFAULT.why + ignored) if ignored else OURS_BY_DEFAULT

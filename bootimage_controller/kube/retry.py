@@ -210,4 +210,9 @@ async def retry_on_conflict(
             return await write(obj, intent)
         except Conflict:
             obj = await read()
-    raise conflict(what, f"kept conflicting with other writers ({attempts} attempts); will retry")
+    raise gave_up_on_conflicts(what, attempts)
+
+
+def gave_up_on_conflicts(what: str, attempts: int) -> Conflict:
+    """The `Conflict` of a write given up after `attempts` conflicts in a row (the key is retried later)."""
+    return conflict(what, f"kept conflicting with other writers ({attempts} attempts); will retry")

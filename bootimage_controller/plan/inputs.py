@@ -770,8 +770,6 @@ def _written_now(prepared: PreparedPlan, machines: Machines) -> Machines | None:
     return out
 
 
-
-
 def cluster_objects(inputs: PlanInputs) -> ClusterObjects:
     singles = {
         "bootimages": inputs.bootimages,

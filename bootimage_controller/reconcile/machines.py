@@ -30,14 +30,14 @@ from ..core.claims import (
 )
 from ..core.cloud.facts import CloudFacts
 from ..core.context import ClusterFacts, PlanningContext
-from ..core.lookups import plan_object, wants_cloud
+from ..core.lookups import plan_object, wants_cloud, with_cloud_answer
 from ..core.model import BootImageDecision
 from ..core.planner import is_our_owner_reference
 from ..core.verification import VerificationOutcome
-from ..kube.api_errors import ApiError, Conflict, NotFound, conflict
+from ..kube.api_errors import ApiError, Conflict, NotFound
 from ..kube.fence import UpgradeGateClosed, write_preconditions
 from ..kube.informer import resource_version
-from ..kube.retry import CONFLICT_ATTEMPTS, CONNECTION_ERRORS, describe
+from ..kube.retry import CONFLICT_ATTEMPTS, CONNECTION_ERRORS, describe, gave_up_on_conflicts
 from ..kube.workqueue import DONE, ReconcileResult
 from .claim_reconciler import Holders
 from .delegation import Delegation
@@ -207,7 +207,7 @@ class MachineReconciler:
         answer = await self.c.cloud(decision)
         if answer is None:
             return decision
-        return self._plan_offline(obj, ctx, replace(ctx.facts, cloud=answer[0], cloud_platforms=answer[1]))
+        return self._plan_offline(obj, ctx, with_cloud_answer(ctx.facts, answer))
 
     def _plan_offline(self, obj: Mapping[str, Any], ctx: PlanningContext, facts: ClusterFacts) -> BootImageDecision:
         """The offline decision, taken from `_counts_ahead` when it planned this very version with
@@ -446,8 +446,7 @@ class MachineReconciler:
             log.info("claim released", key=machine_key(current))
             self.c.enqueue(CLAIMS_KEY)
             return
-        raise conflict(f"release claim on {machine_key(obj)}",
-                       f"kept conflicting with other writers ({CONFLICT_ATTEMPTS} attempts); will retry")
+        raise gave_up_on_conflicts(f"release claim on {machine_key(obj)}", CONFLICT_ATTEMPTS)
 
     def _post_events(self, obj: dict[str, Any], previous: MachineSetState | None, state: MachineSetState) -> None:
         """Hand this outcome's event (if it has one) to the event lane, which writes it in the
