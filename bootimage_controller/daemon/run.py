@@ -424,21 +424,24 @@ async def _unreachable(api: Any) -> str | None:
     return None
 
 
-async def _reconcile_keys(reconcile: Callable[[str], Awaitable[ReconcileResult]], keys: list[str],
+async def _reconcile_keys(reconcile: Callable[[str], Awaitable[ReconcileResult[Any]]], keys: list[str],
                           concurrency: int) -> int:
     """Reconcile `keys` with at most `concurrency` at once; returns how many failed."""
     semaphore = asyncio.Semaphore(concurrency)
-
-    async def one(key: str) -> bool:
-        async with semaphore:
-            result = await reconcile(key)
-        if result.error is not None:
-            log.error("reconcile failed", key=key, error=result.error)
-            return False
-        return True
-
-    results = await asyncio.gather(*(one(k) for k in keys))
+    results = await asyncio.gather(*(_reconcile_once(reconcile, key, semaphore) for key in keys))
     return results.count(False)
+
+
+async def _reconcile_once(reconcile: Callable[[str], Awaitable[ReconcileResult[Any]]], key: str,
+                          semaphore: asyncio.Semaphore) -> bool:
+    """`run --once`'s worker for one key: the same `Loop.reconcile` and result as the daemon's
+    (`kube.workqueue.WorkerPool`); False when it failed."""
+    async with semaphore:
+        result = await reconcile(key)
+    if result.error is not None:
+        log.error("reconcile failed", key=key, error=result.error)
+        return False
+    return True
 
 
 async def _resync(enqueue_all: Callable[[], None], period: float) -> None:

@@ -34,6 +34,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from .. import __version__
 from ..constants import MCO_NAMESPACE
 from ..observability import API_REQUESTS
+from .api_errors import ApiError
 from .fence import WriteFence, check_write
 from .kubeconfig import contexts_of, default_kubeconfig, missing_kubeconfig
 from .retry import TokenBucket
@@ -338,6 +339,16 @@ async def read_json(resp: Any, loads: Callable[[bytes], Any] = json.loads) -> An
         resp.release()
 
 
+async def read_answer(request: Awaitable[Any], what: str) -> Any:
+    """The JSON body of a raw response; a refusal raised as its typed `ApiError` naming `what`
+    (`NotFound`, `Forbidden`, ...), as `retry.api_call` raises them, without the retries (a read
+    whose caller says what a failure means). `ValueError` when the answer is not JSON."""
+    try:
+        return await read_json(await request)
+    except ApiException as exc:
+        raise ApiError.from_exception(what, exc) from None
+
+
 def _discard(_body: bytes) -> None:
     return None
 
@@ -377,6 +388,13 @@ async def _send(api: ApiClient, method: str, path: str, headers: dict[str, str],
     await api.update_params_for_auth(headers, [], [BEARER_TOKEN_AUTH])
     return await api.request(method, f"{api.configuration.host}{path}", headers=headers, _preload_content=False,
                              **options)
+
+
+async def call_and_discard(method: Callable[..., Awaitable[Any]], *args: Any, **kwargs: Any) -> None:
+    """`method(*args, **kwargs)`, a generated API method, asked for its raw answer
+    (`_preload_content=False`), which is dropped unparsed (`send_and_discard`). Handed to
+    `retry.api_call` with `functools.partial`: each attempt sends the request anew."""
+    await send_and_discard(method(*args, _preload_content=False, **kwargs))
 
 
 async def send_and_discard(request: Awaitable[Any]) -> None:

@@ -17,13 +17,15 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 import structlog
 
 from .retry import Clock, TokenBucket
 
 log = structlog.get_logger(__name__)
+
+State = TypeVar("State")
 
 
 class RateLimiter(Protocol):
@@ -241,41 +243,47 @@ class WorkQueue:
 
 
 @dataclass(frozen=True, slots=True)
-class ReconcileResult:
-    """What reconciling one key came to (sample-controller's error return, made explicit).
+class ReconcileResult(Generic[State]):
+    """What reconciling one key came to: the one answer every reconcile gives (sample-controller's
+    error return, made explicit).
 
-    Done (the default), come back after `requeue_after` seconds, or failed with `error` (a
-    reason and message an admin can read). A failure is transient (retried with the key's
-    backoff: the server was busy, someone wrote first) or `permanent` (asking again cannot help
-    until something changes: a 422 Invalid, a 403, input we cannot use): the key then waits for
-    a change of the object or of an input, or the slow resync, and no backoff timer runs.
+    For the queue: done (the default), come back after `requeue_after` seconds, or failed with
+    `error` (a reason and message an admin can read). A failure is transient (retried with the
+    key's backoff: the server was busy, someone wrote first) or `permanent` (asking again cannot
+    help until something changes: a 422 Invalid, a 403, input we cannot use): the key then waits
+    for a change of the object or of an input, or the slow resync, and no backoff timer runs.
     `run_workers` and `run --once` map it the same way; an exception escaping a reconcile is a
     bug, not a result.
+
+    For whoever reports on the key: `state`, the key's outcome as its reconciler says it (a machine
+    key's `reconcile.state.MachineSetState`: the decision, what was written, the failure; None when
+    the object is gone or the reconciler keeps no outcome). The queue never reads it.
     """
 
     requeue_after: float | None = None
     error: str | None = None
     reason: str = ""  # a short, bounded name for the error (metrics label): an API reason, a Reason
     permanent: bool = False
+    state: State | None = None
 
     @classmethod
-    def transient(cls, reason: str, error: str) -> ReconcileResult:
+    def transient(cls, reason: str, error: str) -> ReconcileResult[State]:
         return cls(error=error, reason=reason)
 
     @classmethod
-    def waiting(cls, reason: str, error: str) -> ReconcileResult:
+    def waiting(cls, reason: str, error: str) -> ReconcileResult[State]:
         """A permanent failure: no retry until a change."""
         return cls(error=error, reason=reason, permanent=True)
 
 
-DONE = ReconcileResult()
+DONE: ReconcileResult[Any] = ReconcileResult()
 
 
 class WorkerCancelled(Exception):
     """A worker was cancelled while the queue was still running."""
 
 
-Reconcile = Callable[[str], Awaitable[ReconcileResult | None]]
+Reconcile = Callable[[str], Awaitable[ReconcileResult[Any] | None]]
 
 
 async def run_workers(
@@ -295,36 +303,51 @@ async def run_workers(
     """
     if concurrency < 1:
         raise ValueError("concurrency must be >= 1")
+    pool = WorkerPool(queue, reconcile, observe_duration, asyncio.current_task())
+    async with asyncio.TaskGroup() as group:
+        for i in range(concurrency):
+            group.create_task(pool.work(i), name=f"{queue.name or 'workqueue'}-worker-{i}")
 
-    parent = asyncio.current_task()
 
-    async def worker(index: int) -> None:
+class WorkerPool:
+    """What each of `run_workers`' workers does: take a key, reconcile it, map the result."""
+
+    def __init__(self, queue: WorkQueue, reconcile: Reconcile, observe_duration: Callable[[float], None] | None,
+                 parent: asyncio.Task[Any] | None) -> None:
+        self.queue = queue
+        self.reconcile = reconcile
+        self.observe_duration = observe_duration
+        self.parent = parent  # the task running `run_workers`: its cancellation is a shutdown
+
+    async def work(self, index: int) -> None:
+        queue = self.queue
         try:
             while (key := await queue.get()) is not None:
                 started = time.monotonic()
                 try:
-                    result = await _reconcile_one(key)
+                    result = await self.reconcile_one(key)
                 finally:
                     queue.done(key)
-                    if observe_duration is not None:
-                        observe_duration(time.monotonic() - started)
-                _requeue(key, result)
+                    if self.observe_duration is not None:
+                        self.observe_duration(time.monotonic() - started)
+                self.requeue(key, result)
         except asyncio.CancelledError:
-            if parent is not None and parent.cancelling() == 0:
+            if self.parent is not None and self.parent.cancelling() == 0:
                 # Cancelled from outside, not by shutdown: TaskGroup ignores a cancelled child, and
                 # a worker gone quietly leaves its share of the keys unprocessed. End the group so
                 # that the daemon sees it and exits.
                 raise WorkerCancelled(f"{queue.name or 'workqueue'} worker {index} was cancelled") from None
             raise
 
-    async def _reconcile_one(key: str) -> ReconcileResult:
+    async def reconcile_one(self, key: str) -> ReconcileResult[Any]:
         try:
-            return await reconcile(key) or DONE
+            return await self.reconcile(key) or DONE
         except Exception as exc:  # a bug: logged with its traceback, retried like a failure
-            log.error("reconcile raised", queue=queue.name, key=key, exc_info=exc)
+            log.error("reconcile raised", queue=self.queue.name, key=key, exc_info=exc)
             return ReconcileResult(error=f"{type(exc).__name__}: {exc}")
 
-    def _requeue(key: str, result: ReconcileResult) -> None:
+    def requeue(self, key: str, result: ReconcileResult[Any]) -> None:
+        queue = self.queue
         if result.error is not None and result.permanent:
             queue.forget(key)
             log.warning("reconcile failed; waiting for a change before trying again", queue=queue.name, key=key,
@@ -344,7 +367,3 @@ async def run_workers(
         queue.forget(key)
         if result.requeue_after is not None:
             queue.add_after(key, result.requeue_after)
-
-    async with asyncio.TaskGroup() as group:
-        for i in range(concurrency):
-            group.create_task(worker(i), name=f"{queue.name or 'workqueue'}-worker-{i}")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 
 from ..constants import CAPI_KINDS, CPMS_KIND, DEFAULT_DISAGREEMENT_GRACE, MACHINESET_KIND
 from ..core.cluster import CAPI_READS, MACHINE_READS
@@ -50,10 +51,31 @@ class Writers:
     capi_version: str
 
 
+def always_leading() -> bool:
+    """`Hooks.is_leader` without an election (tests, `run --once` takes the Lease itself)."""
+    return True
+
+
+def no_fence(_what: str) -> WriteRefused | None:
+    """`Hooks.fence` without a Lease: no write is refused."""
+    return None
+
+
+@dataclass(frozen=True)
+class MayWrite:
+    """Whether a reconcile may write now: not a dry run, and the leader (`Collaborators.may_write`)."""
+
+    dry_run: bool
+    is_leader: Callable[[], bool]
+
+    def __call__(self) -> bool:
+        return not self.dry_run and self.is_leader()
+
+
 @dataclass(frozen=True)
 class Hooks:
-    is_leader: Callable[[], bool] = lambda: True
-    fence: Callable[[str], WriteRefused | None] = lambda what: None  # the API client's write fence
+    is_leader: Callable[[], bool] = always_leading
+    fence: Callable[[str], WriteRefused | None] = no_fence  # the API client's write fence
     stub_check: SecretCheck | None = None
     cloud: CloudLookup | None = None
     templates: TemplateRefreshHook | None = None
@@ -79,20 +101,16 @@ class Reconcilers:
     kinds: Mapping[str, MachineKind]
 
 
-
 def assemble(store: InformerStore, writers: Writers, options: ReconcileOptions, hooks: Hooks,
              sink: KeySink) -> Reconcilers:
     """`sink`: where keys go (the daemon's work queue, or `run --once`'s `KeyList`)."""
     cluster = ClusterView(store, options.gitops_labels)
-
-    def may_write() -> bool:
-        return not options.dry_run and hooks.is_leader()
-
+    may_write = MayWrite(options.dry_run, hooks.is_leader)
     mapi = writers.machine_api
     capi = writers.cluster_api
-    mapi_scope = ClaimScope(mapi, MAPI_HOLDER, lambda: fresh_machines(mapi.custom), MACHINE_READS,
+    mapi_scope = ClaimScope(mapi, MAPI_HOLDER, partial(fresh_machines, mapi.custom), MACHINE_READS,
                             HotLoopLedger(mapi.keep_hot_loop))
-    capi_scope = ClaimScope(capi, CAPI_HOLDER, lambda: fresh_capi(capi.custom, writers.capi_version), CAPI_READS,
+    capi_scope = ClaimScope(capi, CAPI_HOLDER, partial(fresh_capi, capi.custom, writers.capi_version), CAPI_READS,
                             HotLoopLedger(capi.keep_hot_loop))
     holders = Holders(store, ClaimGate())
     machine_api_kind = MachineApiKind(mapi_scope, hooks.stub_check)
@@ -115,7 +133,7 @@ def assemble(store: InformerStore, writers: Writers, options: ReconcileOptions, 
     loop = Loop(store, status, sink)
     loop.register_machines(MACHINE_KINDS, machines.reconcile)
     loop.register([CLAIMS_KEY], claims.reconcile)
-    triggers = Triggers(store, cluster, status.outcomes, sink, loop.enqueue_all, own_write=machines.wrote)
+    triggers = Triggers(store, cluster, status.outcomes, sink, loop.enqueue_all, own_writes=machines)
     triggers.attach(store.informers)
     return Reconcilers(store, cluster, sink, loop, triggers, machines, claims, status, kinds)
 
@@ -127,4 +145,5 @@ def event_summary_target(store: InformerStore) -> InvolvedObject | None:
     return involved({"apiVersion": "v1", "kind": "ConfigMap", **holder}) if holder is not None else None
 
 
-__all__ = ["Hooks", "ReconcileOptions", "Reconcilers", "Writers", "assemble", "event_summary_target"]
+__all__ = ["Hooks", "MayWrite", "ReconcileOptions", "Reconcilers", "Writers", "always_leading", "assemble",
+           "event_summary_target", "no_fence"]

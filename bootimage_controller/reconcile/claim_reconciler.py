@@ -61,10 +61,16 @@ class ClaimGate:
         self._writers = 0
         self._releasing = False
 
+    def _no_release(self) -> bool:
+        return not self._releasing
+
+    def _no_claim_write(self) -> bool:
+        return self._writers == 0
+
     @contextlib.asynccontextmanager
     async def claiming(self) -> AsyncIterator[None]:
         async with self._cond:
-            await self._cond.wait_for(lambda: not self._releasing)
+            await self._cond.wait_for(self._no_release)
             self._writers += 1
         try:
             yield
@@ -76,9 +82,9 @@ class ClaimGate:
     @contextlib.asynccontextmanager
     async def releasing(self) -> AsyncIterator[None]:
         async with self._cond:
-            await self._cond.wait_for(lambda: not self._releasing)
+            await self._cond.wait_for(self._no_release)
             self._releasing = True
-            await self._cond.wait_for(lambda: self._writers == 0)
+            await self._cond.wait_for(self._no_claim_write)
         try:
             yield
         finally:
@@ -147,7 +153,7 @@ class ClaimsReconciler:
         self.scopes = scopes
         self.may_write = may_write
 
-    async def reconcile(self, _key: str) -> ReconcileResult:
+    async def reconcile(self, _key: str) -> ReconcileResult[None]:
         if not self.may_write():
             return DONE
         for scope in self.scopes:
@@ -156,7 +162,7 @@ class ClaimsReconciler:
                 return result
         return DONE
 
-    async def _reconcile_holder(self, scope: ClaimScope) -> ReconcileResult:
+    async def _reconcile_holder(self, scope: ClaimScope) -> ReconcileResult[None]:
         holder = self.holders.store.one(scope.holder_role)
         if holder is None:
             return DONE
@@ -201,13 +207,13 @@ async def release_all_claims(writer: MachineSetWriter, list_machines: Listing, a
 async def fresh_machines(custom: Any) -> list[dict[str, Any]]:
     """Live lists (not a cache) of MachineSets and ControlPlaneMachineSets, for claim decisions: a
     stale cache must not let the garbage collector see a reference whose owner is gone."""
-    ms = await api_call(lambda: custom.list_namespaced_custom_object(
-        MACHINE_API_GROUP, MACHINESET_VERSION, MAPI_NAMESPACE, MACHINESET_PLURAL), what="list MachineSets")
+    ms = await api_call(functools.partial(custom.list_namespaced_custom_object, MACHINE_API_GROUP, MACHINESET_VERSION,
+                                          MAPI_NAMESPACE, MACHINESET_PLURAL), what="list MachineSets")
     try:
         # By name: the only ControlPlaneMachineSet is `cluster`, and RBAC grants list by that name only.
-        cp = await api_call(lambda: custom.list_namespaced_custom_object(
-            MACHINE_API_GROUP, CPMS_VERSION, MAPI_NAMESPACE, CPMS_PLURAL, field_selector=f"metadata.name={CPMS_NAME}"),
-            what="list ControlPlaneMachineSets")
+        cp = await api_call(functools.partial(custom.list_namespaced_custom_object, MACHINE_API_GROUP, CPMS_VERSION,
+                                              MAPI_NAMESPACE, CPMS_PLURAL, field_selector=f"metadata.name={CPMS_NAME}"),
+                            what="list ControlPlaneMachineSets")
     except NotFound:  # no ControlPlaneMachineSet CRD on this cluster
         cp = {}
     return list(ms.get("items", [])) + list(cp.get("items", []))

@@ -2,9 +2,9 @@
 
 It owns nothing else. The queue and its workers are `kube.workqueue`'s; what makes a key worth
 reconciling is `triggers`; what a key's reconcile does is its reconciler's (`machines`, `claims`,
-`status`). A reconciler returns what happened: a machine reconciler its `MachineOutcome`, whose
-state the loop hands to the status reconciler (the one way back) and whose queue result goes to the
-queue; the others a `ReconcileResult`. An API refusal that escapes one is mapped here to a
+`status`). Every reconciler returns what happened as one `ReconcileResult`: what the queue does
+next, and for a machine key its `state` (a `MachineSetState`), which the loop hands to the status
+reconciler (the one way back). An API refusal that escapes one is mapped here to a
 transient or a permanent failure (`kube.api_errors`: `ApiError.permanent`); no answer at all
 (`kube.retry.CONNECTION_ERRORS`) is a transient one.
 """
@@ -12,7 +12,7 @@ transient or a permanent failure (`kube.api_errors`: `ApiError.permanent`); no a
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable
-from typing import Protocol
+from typing import Any, Protocol
 
 import structlog
 
@@ -23,16 +23,17 @@ from ..kube.fence import NotLeader
 from ..kube.retry import CONNECTION_ERRORS, describe
 from ..kube.workqueue import DONE, ReconcileResult
 from .keys import CLAIMS_KEY, STATUS_KEY, machine_key, split_key
-from .state import MachineOutcome
+from .state import MachineSetState
 from .status_reconciler import StatusReconciler
 from .store import InformerStore
 
 log = structlog.get_logger(__name__)
 
-Reconcile = Callable[[str], Awaitable[ReconcileResult]]
+# A machine reconciler's results carry its key's `MachineSetState` (`ReconcileResult[MachineSetState]`);
+# the others' carry none (`ReconcileResult[None]`).
+Reconcile = Callable[[str], Awaitable[ReconcileResult[Any]]]
 # How soon a key comes back when a cache it may read has not listed yet (`Loop._dispatch`).
 CACHE_WAIT = 0.5
-ReconcileMachine = Callable[[str], Awaitable[MachineOutcome]]
 
 
 class KeySink(Protocol):
@@ -59,9 +60,9 @@ class KeyList:
 
 
 class Loop:
-    """Reconcilers are registered by kind: `register_machines` for the machine objects (their
-    outcomes go to the status reconciler), `register` for the others; `_dispatch` picks by the
-    key's kind."""
+    """Reconcilers are registered by kind, in one table: `register_machines` for the machine objects
+    (the state of their results goes to the status reconciler), `register` for the others;
+    `_dispatch` picks by the key's kind."""
 
     def __init__(self, store: InformerStore, status: StatusReconciler, sink: KeySink) -> None:
         self.store = store
@@ -69,22 +70,20 @@ class Loop:
         self.sink = sink
         self.machine_kinds: tuple[str, ...] = ()
         self._by_kind: dict[str, Reconcile] = {STATUS_KEY: status.reconcile}
-        self._machines_by_kind: dict[str, ReconcileMachine] = {}
 
     def register(self, kinds: Iterable[str], reconcile: Reconcile) -> None:
         """`reconcile` for keys of `kinds`."""
         for kind in kinds:
             self._by_kind[kind] = reconcile
 
-    def register_machines(self, kinds: Iterable[str], reconcile: ReconcileMachine) -> None:
-        """`reconcile` for machine objects of `kinds`: every outcome goes to the status reconciler,
-        and a pass over them is reported (`@status`)."""
+    def register_machines(self, kinds: Iterable[str], reconcile: Reconcile) -> None:
+        """`reconcile` for machine objects of `kinds`: the state of every result goes to the status
+        reconciler, and a pass over them is reported (`@status`)."""
         kinds = tuple(kinds)
-        for kind in kinds:
-            self._machines_by_kind[kind] = reconcile
+        self.register(kinds, reconcile)
         self.machine_kinds += kinds
 
-    async def reconcile(self, key: str) -> ReconcileResult:
+    async def reconcile(self, key: str) -> ReconcileResult[Any]:
         """Reconcile one key. Expected failures come back as a result, never as an exception."""
         try:
             result = await self._dispatch(key)
@@ -104,25 +103,24 @@ class Loop:
             obs.RECONCILE_ERRORS.labels(reason=result.reason or "Unknown").inc()
         return result
 
-    async def _dispatch(self, key: str) -> ReconcileResult:
+    async def _dispatch(self, key: str) -> ReconcileResult[Any]:
         if not self.store.synced():
             # A cache started on demand (the Cluster API's, as its first pool appeared) has not
             # listed yet: nothing is planned or claimed on a partial cache. Its list's events
             # queue what it concerns; this key comes back after a short wait too.
             return ReconcileResult(requeue_after=CACHE_WAIT)
         kind = key if key.startswith("@") else split_key(key)[0]
-        machine = self._machines_by_kind.get(kind)
-        if machine is not None:
-            outcome = await machine(key)
-            self.status.record(key, outcome.state)
-            self.sink.add(STATUS_KEY)
-            self.status.after_machine_key()
-            return outcome.queue
         reconcile = self._by_kind.get(kind)
         if reconcile is None:
             log.warning("no reconciler for this key; dropped", key=key)
             return DONE
-        return await reconcile(key)
+        result = await reconcile(key)
+        if kind in self.machine_kinds:
+            state: MachineSetState | None = result.state
+            self.status.record(key, state)
+            self.sink.add(STATUS_KEY)
+            self.status.after_machine_key()
+        return result
 
     def enqueue_all(self) -> None:
         for kind in self.machine_kinds:

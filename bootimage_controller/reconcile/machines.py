@@ -2,7 +2,8 @@
 Cluster API MachineSets and MachineDeployments (what differs is in `kinds`).
 
 Read the object from the store, plan it (asking the cloud where rule 9 says so), act on the
-decision through its kind's writer, and return the outcome (`MachineOutcome`) to the loop. A failed
+decision through its kind's writer, and return the outcome to the loop: a `ReconcileResult` whose
+`state` is the key's `MachineSetState` and whose other fields say what the queue does next. A failed
 write is an outcome, never an exception: transient failures are retried by the queue with backoff; a
 permanent refusal (422 Invalid, 403) waits for a change of the object or an input, or the slow resync.
 """
@@ -54,7 +55,7 @@ from .event_rules import (
 from .keys import CLAIMS_KEY, is_claimed, machine_key, split_key, uid_of
 from .kinds import MachineKind
 from .ledger import LedgerWriteFailed
-from .state import MachineOutcome, MachineSetState, PlannedAhead, WriteMemory
+from .state import MachineSetState, PlannedAhead, WriteMemory
 from .store import ClusterView, InformerStore
 from .templates import FencedTemplateRefresh, tell_template_sharers
 from .verification import BootVerification
@@ -106,7 +107,7 @@ class MachineReconciler:
         memory = self.memory
         return rv is not None and rv in (memory.superseded.get(key), memory.sending.get(key))
 
-    async def reconcile(self, key: str) -> MachineOutcome:
+    async def reconcile(self, key: str) -> ReconcileResult[MachineSetState]:
         kind, namespace, name = split_key(key)
         memory = self.memory
         obj = self.c.store.get(kind, namespace, name)
@@ -116,13 +117,13 @@ class MachineReconciler:
             self.c.delegation.forget(key)
             if self.c.verification is not None and kind == MACHINESET_KIND and self.c.may_write():
                 await self.c.verification.orphaned_canaries(self.kinds[kind], namespace, name)
-            return MachineOutcome(None, DONE)
+            return DONE  # no state: the status reconciler drops the key's outcome
         memory.seen(key, uid_of(obj))
         if resource_version(obj) != memory.superseded.get(key):
             # (Equal: the cache still shows a version our own patch replaced; planning it would only
             # send a patch doomed to fail its resourceVersion test. The watch event of our write follows.)
             state = await self._reconcile_object(key, obj, state) or state
-        return MachineOutcome(state, self._queue_result(key, state))
+        return replace(self._queue_result(key, state), state=state)
 
     def judge_again(self) -> None:
         """Queue the MachineSets planned before boot verification's caches had listed, to be judged
@@ -132,7 +133,7 @@ class MachineReconciler:
             if split_key(key)[0] == MACHINESET_KIND and state.verification is None and not state.permanent:
                 self.c.enqueue(key)
 
-    def _queue_result(self, key: str, state: MachineSetState | None) -> ReconcileResult:
+    def _queue_result(self, key: str, state: MachineSetState | None) -> ReconcileResult[MachineSetState]:
         if state is not None and state.error is not None and (state.retried or state.permanent):
             reason = str(state.error_reason)
             error = state.error_text or state.error
@@ -144,7 +145,7 @@ class MachineReconciler:
             return ReconcileResult(requeue_after=max(recheck, 0.0) + 1.0)
         return result
 
-    def _retry_outage(self, key: str, state: MachineSetState | None) -> ReconcileResult:
+    def _retry_outage(self, key: str, state: MachineSetState | None) -> ReconcileResult[MachineSetState]:
         """Plan again soon (5 s, doubling to 5 min) while the cloud or vCenter does not answer."""
         d = state.decision if state is not None else None
         outages = self.memory.outages

@@ -1,8 +1,8 @@
 """A machine object's outcome, the way it travels back from its reconcile, and what the machine
 reconciler remembers between keys.
 
-One way back: the machine reconciler returns a `MachineOutcome`; the loop hands its state to the
-status reconciler, which keeps every key's last outcome and lends it out read-only
+One way back: the machine reconciler returns a `kube.workqueue.ReconcileResult` whose `state` is
+the key's `MachineSetState`; the loop hands that state to the status reconciler, which keeps every key's last outcome and lends it out read-only
 (`StatusReconciler.outcomes`). The reconcilers' own memories (`WriteMemory`, the companion rules'
 `DisagreementClock`) are private to the one that writes them.
 """
@@ -20,7 +20,6 @@ from ..core.conflicts import WriterConflict
 from ..core.context import ClusterFacts, PlanningContext
 from ..core.model import BootImageDecision
 from ..core.verification import VerificationOutcome
-from ..kube.workqueue import ReconcileResult
 from ..vsphere.template_refresh import RefreshOutcome
 
 # Failures retried with backoff when the API server's answer allows it (the others wait for the
@@ -86,17 +85,6 @@ class MachineSetState:
     def retried(self) -> bool:
         """A failure the queue retries with backoff (transient)."""
         return self.error is not None and self.error_reason in RETRIED_FAILURES and not self.permanent
-
-
-@dataclass(frozen=True, slots=True)
-class MachineOutcome:
-    """What one machine key's reconcile hands back to the loop: the key's outcome now (None: the
-    object is gone) and what the queue does with the key next. The loop gives `state` to the status
-    reconciler, which keeps the only record of every key's last outcome (SPEC section 3 reports
-    read it); nothing else writes that record."""
-
-    state: MachineSetState | None
-    queue: ReconcileResult
 
 
 @dataclass(frozen=True, slots=True)

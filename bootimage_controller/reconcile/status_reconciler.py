@@ -50,7 +50,7 @@ class StatusReconciler:
         self.on_pass = on_pass
         self.clock = clock
 
-    async def reconcile(self, _key: str) -> ReconcileResult:
+    async def reconcile(self, _key: str) -> ReconcileResult[None]:
         self.report()
         return DONE
 

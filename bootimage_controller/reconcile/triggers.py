@@ -15,7 +15,8 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from functools import partial
+from typing import Any, Protocol
 
 from ..constants import CAPI_MACHINESET, CAPI_NAMESPACE, MACHINESET_KIND, Manager
 from ..core.capi.verification import capi_keys_of_machine, infra_ref
@@ -41,8 +42,16 @@ from .state import MachineSetState
 from .store import CAPI_HOLDER, MAPI_HOLDER, ClusterView, InformerStore
 
 Handler = Callable[..., None]
-# Whether a machine object's change from this old version is our own patch landing.
-OwnWrite = Callable[[str, dict[str, Any]], bool]
+
+
+class OwnWrites(Protocol):
+    """Who knows our own patches: `reconcile.machines.MachineReconciler` (it sends them)."""
+
+    def wrote(self, key: str, old: dict[str, Any]) -> bool:
+        """Whether a machine object's change from this old version is our own patch landing."""
+        ...
+
+
 # How long the echo of our own patch waits before its reconcile. It is a confirmation, not news:
 # its reconcile plans the object again and finds it current. Queued at once, the echoes of a pass's
 # first writes took CPU from the writes still to come (a hundred reconciles at the end of a
@@ -51,15 +60,26 @@ OwnWrite = Callable[[str, dict[str, Any]], bool]
 OWN_WRITE_ECHO_DELAY = 1.0
 
 
+def _on(informers: Mapping[str, Informer], names: tuple[str, ...], add: Handler, update: Handler,
+        delete: Handler) -> None:
+    """The three handlers of the informers named `names`."""
+    for name in names:
+        informers[name].add_handler(on_add=add, on_update=update, on_delete=delete)
+
+
+def _ignored(_obj: dict[str, Any]) -> None:
+    """An event that changes no key."""
+
+
 class Triggers:
     def __init__(self, store: InformerStore, cluster: ClusterView, outcomes: Mapping[str, MachineSetState],
-                 sink: KeySink, enqueue_all: Callable[[], None], own_write: OwnWrite | None = None) -> None:
+                 sink: KeySink, enqueue_all: Callable[[], None], own_writes: OwnWrites | None = None) -> None:
         self.store = store
         self.cluster = cluster
         self.outcomes = outcomes
         self.sink = sink
         self.enqueue_all = enqueue_all
-        self.own_write = own_write
+        self.own_writes = own_writes
         # Machine keys by the Node they name, built on the first Node event after a Machine changed:
         # a Node event looks its Machine up, never scans them all (15,000 Nodes listing against
         # 15,000 Machines would be 225 million reads).
@@ -68,10 +88,7 @@ class Triggers:
         self._capi_by_infra: dict[tuple[Any, ...], list[dict[str, Any]]] | None = None
 
     def attach(self, informers: Mapping[str, Informer]) -> None:
-        def on(names: tuple[str, ...], add: Handler, update: Handler, delete: Handler) -> None:
-            for name in names:
-                informers[name].add_handler(on_add=add, on_update=update, on_delete=delete)
-
+        on = partial(_on, informers)
         on(tuple(r.role for r in (*MACHINE_READS, *CAPI_READS)), self._machine_added, self._machine_updated,
            self._machine_deleted)
         # Only the cluster's platform's template kind is watched (core.cluster.daemon_reads).
@@ -79,7 +96,7 @@ class Triggers:
            self._template_updated, self._template_changed)
         on(("bootimages", "infrastructure", *(r.role for r in NODE_READS)), self.cluster_changed,
            self._cluster_updated, self.cluster_changed)
-        on(("bootimages",), self.cluster.prepare, lambda _old, new: self.cluster.prepare(new), lambda _obj: None)
+        on(("bootimages",), self.cluster.prepare, self._golden_updated, _ignored)
         on(("machineconfiguration",), self.cluster_changed, self._machineconfiguration_updated, self.cluster_changed)
         on(("mco_operator", "feature_gate"), self.cluster_changed, self._mco_updated, self.cluster_changed)
         on(("clusterversion",), self.cluster_changed, self._clusterversion_updated, self.cluster_changed)
@@ -96,6 +113,9 @@ class Triggers:
         on(tuple(r.role for r in INFRA_MACHINE_READS if r.role in informers), self._infra_machine_event,
            self._infra_machine_updated, self._infra_machine_event)
 
+    def _golden_updated(self, _old: dict[str, Any], new: dict[str, Any]) -> None:
+        self.cluster.prepare(new)  # parsed once per version, as soon as it arrives
+
     # ---- machine objects ------------------------------------------------------------------------
     def _machine_added(self, obj: dict[str, Any]) -> None:
         self._platform_evidence_changed()
@@ -107,7 +127,7 @@ class Triggers:
         if provider_spec_platforms([old]) != provider_spec_platforms([new]):
             self._platform_evidence_changed()
         key = machine_key(new)
-        if self.own_write is not None and self.own_write(key, old):
+        if self.own_writes is not None and self.own_writes.wrote(key, old):
             self.sink.add_after(key, OWN_WRITE_ECHO_DELAY)
         else:
             self.sink.add(key)

@@ -2,8 +2,8 @@
 
 Writes are JSON patches that test `/metadata/resourceVersion` first (see `claims.py`). Every
 refusal leaves as the typed error of `kube.api_errors`: `Conflict` (a 409, or a failed `test`) means
-someone else wrote in between, and the caller re-reads and re-plans (`kube.retry.retry_on_conflict`),
-never resending the same patch; `NotFound` that the object is gone; `Invalid` or `Forbidden` carry
+someone else wrote in between, and the caller re-reads and re-plans, never resending the same
+patch; `NotFound` that the object is gone; `Invalid` or `Forbidden` carry
 the API server's own reason and message. Transient failures (429, 5xx, broken connections) are
 retried with backoff by `kube.retry.api_call`.
 
@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 import structlog
@@ -47,19 +48,16 @@ from ..constants import (
 from ..core.capi.resources import same_template_spec
 from ..core.claims import JsonPatch, boot_image_patch, release_patch
 from ..core.model import BootImageDecision
-from ..kube.api_errors import ApiError, Conflict, NotFound, conflict
-from ..kube.client import object_path, send_and_discard, write_and_discard
+from ..kube.api_errors import ApiError, Conflict, NotFound
+from ..kube.client import call_and_discard, object_path, write_and_discard
 from ..kube.core_api import CoreApi
 from ..kube.fence import UpgradeGateClosed, write_preconditions
-from ..kube.retry import api_call, retry_on_conflict
+from ..kube.retry import api_call, gave_up_on_conflicts
 
 log = structlog.get_logger(__name__)
 
 # Reads of the claim holder before giving up on a race with another writer (the reconcile retries).
 HOLDER_ATTEMPTS = 5
-
-
-_MISSING = object()  # the holder was not found: create it
 
 
 @dataclass(frozen=True)
@@ -86,47 +84,39 @@ class MachineSetWriter:
         """Get the holder ConfigMap, (re)creating it or restoring its finalizer when needed.
 
         Two workers may find it missing (or without its finalizer) at once: the one that loses the
-        create (409) or the finalizer patch (a failed `test`) reads it again and uses what the
-        other one wrote.
+        create (409) or the finalizer patch (a failed `test`, or deleted meanwhile) reads it again
+        and uses what the other one wrote; `HOLDER_ATTEMPTS` such races, then `Conflict`.
         """
-        last: Any = _MISSING
-
-        async def read() -> Any:
-            nonlocal last
-            try:
-                last = await api_call(
-                    lambda: self.core.read_namespaced_config_map(CLAIM_HOLDER_NAME, self.holder_namespace),
-                    what="get claim holder",
-                )
-            except NotFound:
-                last = _MISSING
-            return last
-
-        async def plan(cm: Any) -> JsonPatch | None:
-            if cm is _MISSING:
-                return []  # create it
+        for _ in range(HOLDER_ATTEMPTS):
+            cm = await self._read_holder()
+            if cm is None:
+                try:
+                    return await self._create_holder()
+                except Conflict:
+                    continue  # created concurrently: use that one
             meta = cm.metadata
             if meta.deletion_timestamp is not None or CLAIM_FINALIZER in (meta.finalizers or []):
-                return None  # usable as it is (or being deleted: the caller waits)
-            return [
+                return Holder(meta.uid, deleting=meta.deletion_timestamp is not None)  # usable (or going: wait)
+            ops: JsonPatch = [
                 {"op": "test", "path": "/metadata/resourceVersion", "value": meta.resource_version},
                 {"op": "add", "path": "/metadata/finalizers", "value": [*(meta.finalizers or []), CLAIM_FINALIZER]},
             ]
-
-        async def write(cm: Any, ops: JsonPatch) -> Holder:
-            if not ops:
-                return await self._create_holder()  # Conflict: created concurrently, read that one
             try:
                 await self._patch_holder(ops)
-            except NotFound:
-                raise conflict("claim holder", "deleted while its finalizer was restored") from None
-            return Holder(cm.metadata.uid, deleting=False)
+            except (Conflict, NotFound):
+                continue  # changed or deleted while its finalizer was restored: read it again
+            return Holder(meta.uid, deleting=False)
+        raise gave_up_on_conflicts("claim holder", HOLDER_ATTEMPTS)
 
-        made = await retry_on_conflict(read, plan, write, what="claim holder", attempts=HOLDER_ATTEMPTS)
-        if made is not None:
-            return made
-        meta = last.metadata
-        return Holder(meta.uid, deleting=meta.deletion_timestamp is not None)
+    async def _read_holder(self) -> Any:
+        """The holder ConfigMap, or None when it does not exist."""
+        try:
+            return await api_call(
+                partial(self.core.read_namespaced_config_map, CLAIM_HOLDER_NAME, self.holder_namespace),
+                what="get claim holder",
+            )
+        except NotFound:
+            return None
 
     async def _create_holder(self) -> Holder:
         body = {
@@ -144,9 +134,8 @@ class MachineSetWriter:
             },
             "data": {},
         }
-        cm = await api_call(
-            lambda: self.core.create_namespaced_config_map(self.holder_namespace, body), what="create claim holder"
-        )
+        cm = await api_call(partial(self.core.create_namespaced_config_map, self.holder_namespace, body),
+                            what="create claim holder")
         log.info("claim holder created", name=CLAIM_HOLDER_NAME, uid=cm.metadata.uid)
         return Holder(cm.metadata.uid, deleting=False)
 
@@ -155,9 +144,8 @@ class MachineSetWriter:
     # on the way to the pass's first patch (issue 36).
     async def _patch_holder(self, ops: JsonPatch) -> None:
         await api_call(
-            lambda: send_and_discard(self.core.patch_namespaced_config_map(
-                CLAIM_HOLDER_NAME, self.holder_namespace, ops, _content_type=JSON_PATCH, _preload_content=False
-            )),
+            partial(call_and_discard, self.core.patch_namespaced_config_map, CLAIM_HOLDER_NAME, self.holder_namespace,
+                    ops, _content_type=JSON_PATCH),
             what="patch claim holder",
         )
 
@@ -165,10 +153,8 @@ class MachineSetWriter:
         """Set (or, with None, remove) hot-loop counts in the holder's data: a JSON merge patch of
         those keys only, so concurrent workers writing other MachineSets' keys never collide."""
         await api_call(
-            lambda: send_and_discard(self.core.patch_namespaced_config_map(
-                CLAIM_HOLDER_NAME, self.holder_namespace, {"data": dict(entries)}, _content_type=MERGE_PATCH,
-                _preload_content=False,
-            )),
+            partial(call_and_discard, self.core.patch_namespaced_config_map, CLAIM_HOLDER_NAME, self.holder_namespace,
+                    {"data": dict(entries)}, _content_type=MERGE_PATCH),
             what="patch claim holder hot-loop counts",
         )
 
@@ -176,10 +162,8 @@ class MachineSetWriter:
         """Drop our finalizer (the caller has checked no MachineSet refers to the holder). Raises
         `Conflict` when the holder changed meanwhile (list again and call again), as every write
         here does; a holder already gone or without it is done."""
-        try:
-            cm = await api_call(lambda: self.core.read_namespaced_config_map(CLAIM_HOLDER_NAME, self.holder_namespace),
-                                what="get claim holder")
-        except NotFound:
+        cm = await self._read_holder()
+        if cm is None:
             return
         finalizers = list(cm.metadata.finalizers or [])
         if CLAIM_FINALIZER not in finalizers:
@@ -227,7 +211,7 @@ class MachineSetWriter:
         try:
             await api_call(
                 # The answer is not read: the watch brings the new version to the cache.
-                lambda: write_and_discard(self.custom.api_client, "PATCH", path, ops, JSON_PATCH),
+                partial(write_and_discard, self.custom.api_client, "PATCH", path, ops, JSON_PATCH),
                 what=f"{what} {namespace}/{name}",
             )
         except Conflict:
@@ -247,7 +231,8 @@ class MachineSetWriter:
         group, default_version, plural = _resource_for_kind(kind)
         try:
             obj: dict[str, Any] = await api_call(
-                lambda: self.custom.get_namespaced_custom_object(group, version or default_version, namespace, plural, name),
+                partial(self.custom.get_namespaced_custom_object, group, version or default_version, namespace, plural,
+                        name),
                 what=f"get {namespace}/{name}",
             )
         except NotFound:
@@ -263,9 +248,8 @@ class MachineSetWriter:
         self.writes += 1
         try:
             await api_call(
-                lambda: send_and_discard(self.custom.create_namespaced_custom_object(
-                    MACHINE_API_GROUP, MACHINE_VERSION, namespace, MACHINE_PLURAL, dict(body),
-                    _preload_content=False)),
+                partial(call_and_discard, self.custom.create_namespaced_custom_object, MACHINE_API_GROUP,
+                        MACHINE_VERSION, namespace, MACHINE_PLURAL, dict(body)),
                 what=f"create canary Machine {namespace}/{name}",
             )
         except Conflict:
@@ -290,8 +274,8 @@ class MachineSetWriter:
         self.writes += 1
         try:
             await api_call(
-                lambda: send_and_discard(self.custom.create_namespaced_custom_object(
-                    group, version, namespace, plural, dict(body), _preload_content=False)),
+                partial(call_and_discard, self.custom.create_namespaced_custom_object, group, version, namespace,
+                        plural, dict(body)),
                 what=f"create {kind} {namespace}/{name}",
             )
             log.info("infrastructure template created", kind=kind, namespace=namespace, name=name)
@@ -299,7 +283,7 @@ class MachineSetWriter:
         except Conflict:
             pass  # exists: the same one, or another of that name (below)
         existing = await api_call(
-            lambda: self.custom.get_namespaced_custom_object(group, version, namespace, plural, name),
+            partial(self.custom.get_namespaced_custom_object, group, version, namespace, plural, name),
             what=f"get {kind} {namespace}/{name}",
         )
         if not same_template_spec(kind, body.get("spec"), existing.get("spec")):
@@ -311,7 +295,7 @@ class MachineSetWriter:
         version, plural = INFRA_MACHINES[template_kind]
         try:
             found = await api_call(
-                lambda: self.custom.list_namespaced_custom_object(INFRASTRUCTURE_GROUP, version, namespace, plural),
+                partial(self.custom.list_namespaced_custom_object, INFRASTRUCTURE_GROUP, version, namespace, plural),
                 what=f"list {plural}.{INFRASTRUCTURE_GROUP}",
             )
         except NotFound:
@@ -332,8 +316,8 @@ class MachineSetWriter:
         self.writes += 1
         try:
             await api_call(
-                lambda: send_and_discard(self.custom.delete_namespaced_custom_object(
-                    group, version, namespace, plural, name, body=body, _preload_content=False)),
+                partial(call_and_discard, self.custom.delete_namespaced_custom_object, group, version, namespace,
+                        plural, name, body=body),
                 what=f"delete {what} {namespace}/{name}",
             )
         except (NotFound, Conflict):  # gone, or another object of that name now

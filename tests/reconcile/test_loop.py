@@ -15,7 +15,7 @@ from bootimage_controller.kube.fence import NotLeader
 from bootimage_controller.kube.workqueue import DONE, ReconcileResult
 from bootimage_controller.reconcile.keys import CLAIMS_KEY, STATUS_KEY
 from bootimage_controller.reconcile.loop import CACHE_WAIT, KeyList, KeySink, Loop
-from bootimage_controller.reconcile.state import MachineOutcome, MachineSetState
+from bootimage_controller.reconcile.state import MachineSetState
 
 MS_KEY = f"{MACHINESET_KIND}/openshift-machine-api/worker-a"
 
@@ -31,7 +31,7 @@ class Status:
     def record(self, key: str, state: MachineSetState | None) -> None:
         self.recorded[key] = state
 
-    async def reconcile(self, _key: str) -> ReconcileResult:
+    async def reconcile(self, _key: str) -> ReconcileResult[None]:
         self.reconciled += 1
         return DONE
 
@@ -68,13 +68,13 @@ async def test_a_key_goes_to_its_kinds_reconciler_and_a_machine_key_asks_for_a_r
     state = MachineSetState(BootImageDecision(MACHINESET_KIND, "openshift-machine-api", "worker-a", Action.NOOP,
                                               Reason.UP_TO_DATE, "up to date"))
 
-    async def machines(key: str) -> MachineOutcome:
+    async def machines(key: str) -> ReconcileResult[MachineSetState]:
         seen.append(key)
-        return MachineOutcome(state, ReconcileResult(requeue_after=5.0))
+        return ReconcileResult(requeue_after=5.0, state=state)
 
     sink = KeyList()
     loop, status = loop_with(sink, machines)
-    assert await loop.reconcile(MS_KEY) == ReconcileResult(requeue_after=5.0)
+    assert await loop.reconcile(MS_KEY) == ReconcileResult(requeue_after=5.0, state=state)  # one answer
     assert seen == [MS_KEY]
     assert status.recorded == {MS_KEY: state}  # the outcome goes back through the loop, nowhere else
     assert list(sink.keys) == [STATUS_KEY] and status.machine_keys == 1
@@ -83,7 +83,7 @@ async def test_a_key_goes_to_its_kinds_reconciler_and_a_machine_key_asks_for_a_r
 
 
 async def test_an_unknown_kind_is_dropped() -> None:
-    async def machines(key: str) -> MachineOutcome:
+    async def machines(key: str) -> ReconcileResult[MachineSetState]:
         raise AssertionError("not a MachineSet key")
 
     loop, _ = loop_with(KeyList(), machines)
@@ -93,7 +93,7 @@ async def test_an_unknown_kind_is_dropped() -> None:
 async def test_an_api_refusal_that_escapes_is_a_transient_or_permanent_failure() -> None:
     errors = {"a": Forbidden("patch worker-a", 403, "Forbidden", "no"), "b": ServerError("patch worker-b", 500, "Internal", "boom")}
 
-    async def machines(key: str) -> MachineOutcome:
+    async def machines(key: str) -> ReconcileResult[MachineSetState]:
         raise errors[key.rsplit("/", 1)[1]]
 
     loop, _ = loop_with(KeyList(), machines)
@@ -104,7 +104,7 @@ async def test_an_api_refusal_that_escapes_is_a_transient_or_permanent_failure()
 
 
 async def test_not_the_leader_is_done_not_a_failure() -> None:
-    async def machines(_key: str) -> MachineOutcome:
+    async def machines(_key: str) -> ReconcileResult[MachineSetState]:
         raise NotLeader("the Lease is held by replica-b")
 
     loop, _ = loop_with(KeyList(), machines)
@@ -114,8 +114,8 @@ async def test_not_the_leader_is_done_not_a_failure() -> None:
 def test_enqueue_all_asks_for_every_machine_then_status_and_claims() -> None:
     objects = {MACHINESET_KIND: [{"kind": MACHINESET_KIND, "metadata": {"namespace": "ns", "name": n}} for n in "ab"]}
 
-    async def machines(key: str) -> MachineOutcome:
-        return MachineOutcome(None, DONE)
+    async def machines(key: str) -> ReconcileResult[MachineSetState]:
+        return DONE
 
     sink = KeyList()
     loop, _ = loop_with(sink, machines, objects=objects)
@@ -132,7 +132,7 @@ async def test_no_answer_from_the_api_server_is_a_transient_failure_not_a_traceb
     count it. It is the key's transient failure, with the reason and the error in words."""
     import aiohttp
 
-    async def disconnected(_key: str) -> MachineOutcome:
+    async def disconnected(_key: str) -> ReconcileResult[MachineSetState]:
         raise aiohttp.ServerDisconnectedError("Server disconnected")
 
     loop, _ = loop_with(KeyList(), disconnected)
@@ -140,7 +140,7 @@ async def test_no_answer_from_the_api_server_is_a_transient_failure_not_a_traceb
     assert (result.reason, result.permanent) == ("APIServerUnreachable", False)
     assert result.error == "no answer from the API server: ServerDisconnectedError: Server disconnected"
 
-    async def bug(_key: str) -> MachineOutcome:
+    async def bug(_key: str) -> ReconcileResult[MachineSetState]:
         raise KeyError("not a request failure")
 
     loop, _ = loop_with(KeyList(), bug)
@@ -153,9 +153,9 @@ async def test_a_key_on_a_cache_not_listed_yet_comes_back_and_reaches_no_reconci
     # of that pool is queued: nothing may be planned or claimed before it has.
     seen: list[str] = []
 
-    async def machines(key: str) -> MachineOutcome:
+    async def machines(key: str) -> ReconcileResult[MachineSetState]:
         seen.append(key)
-        return MachineOutcome(None, DONE)
+        return DONE
 
     loop, status = loop_with(KeyList(), machines)
     loop.store.listed = False  # type: ignore[attr-defined]

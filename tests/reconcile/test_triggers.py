@@ -122,15 +122,24 @@ class DelayedKeys(KeyList):
         self.later.append((key, delay))
 
 
+class OurPatches:
+    """The machine reconciler as the triggers see it: which versions its patches replaced."""
+
+    def __init__(self, superseded: set[str]) -> None:
+        self.superseded = superseded
+
+    def wrote(self, _key: str, old: dict[str, Any]) -> bool:
+        return str(old["metadata"]["resourceVersion"]) in self.superseded
+
+
 def test_the_echo_of_our_own_patch_waits_behind_the_keys_still_to_write() -> None:
     """Our patch tests the resourceVersion it replaces, so a change from that version is our write
     landing: its key comes back after OWN_WRITE_ECHO_DELAY, not at once. Any other change, the next
     one after ours included, is a key at once."""
     informers: dict[str, Recorder] = defaultdict(Recorder)
     sink = DelayedKeys()
-    superseded = {"1"}  # the versions our patches replaced
     t = Triggers(Store(), Cluster(), {}, sink, lambda: None,  # type: ignore[arg-type]
-                 own_write=lambda _key, old: old["metadata"]["resourceVersion"] in superseded)
+                 own_writes=OurPatches(superseded={"1"}))  # the versions our patches replaced
     t.attach(informers)  # type: ignore[arg-type]
     ours, theirs = machineset(), machineset()
     ours["metadata"].update(resourceVersion="2", annotations={"written": "by us"})
