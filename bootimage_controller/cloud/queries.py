@@ -27,7 +27,7 @@ CLOUD_PLATFORM_NAMES = frozenset({str(Platform.AWS), str(Platform.GCP), str(Plat
 
 
 def _image_ref(platform: str, value: Any) -> str | None:
-    """The `ImageKey.image` form of a boot image field value (providers._common.image_key)."""
+    """The `ImageKey.image` form of a boot image field value (`core.cloud.facts.image_key`)."""
     if isinstance(value, Mapping) and set(value) == {"template", "image"}:
         value = value["image"]  # a Cluster API decision: the template's name and its image
     if platform == Platform.GCP:

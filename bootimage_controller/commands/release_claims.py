@@ -12,10 +12,10 @@ from .one_shot import run_within_timeout
 
 
 def release_claims(args: argparse.Namespace) -> int:
-    return run_within_timeout(_release_claims, args)
+    return run_within_timeout(run_release_claims, args)
 
 
-async def _release_claims(args: argparse.Namespace) -> int:
+async def run_release_claims(args: argparse.Namespace) -> int:
     """Every owner reference of ours first, then the holder's finalizer (SPEC section 3).
 
     A running daemon claims again on its next patch: stop it (or opt the MachineSets out) first

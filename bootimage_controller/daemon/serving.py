@@ -104,9 +104,11 @@ class HealthServer:
         *,
         metrics_ssl: ssl.SSLContext | None = None,
         metrics_middlewares: Sequence[Any] = (),
+        heartbeat: LoopHeartbeat | None = None,
     ) -> None:
         """`metrics_ssl` / `metrics_middlewares`: TLS and access checks for `/metrics` only (see
-        metrics_security); they need `/metrics` on its own address, probes stay plain."""
+        metrics_security); they need `/metrics` on its own address, probes stay plain.
+        `heartbeat`: what `/healthz` reads the event loop's lag from (a default one)."""
         self._metrics_ssl = metrics_ssl
         self._metrics_middlewares = tuple(metrics_middlewares)
         if (metrics_ssl is not None or self._metrics_middlewares) and health_addr == metrics_addr:
@@ -116,7 +118,7 @@ class HealthServer:
         self._ready = ready
         self._registry = registry
         self._max_loop_lag = max_loop_lag
-        self._heartbeat = LoopHeartbeat()
+        self._heartbeat = heartbeat or LoopHeartbeat()
         self._runners: list[web.AppRunner] = []
         self.health_port = 0
         self.metrics_port = 0

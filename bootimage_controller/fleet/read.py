@@ -71,7 +71,7 @@ async def read_cluster(source: ClusterSource, options: FleetOptions, parsers: Ex
 async def _guarded(source: ClusterSource, options: FleetOptions) -> list[ClusterRow]:
     try:
         if source.tree is not None:
-            return await asyncio.to_thread(_read_tree, source, options)
+            return await asyncio.to_thread(read_tree, source, options)
         objects = await _read_live(source)
         return await asyncio.to_thread(rows_from_objects, source, objects, options)
     except Exception as exc:
@@ -111,12 +111,12 @@ def _start_worker(options: FleetOptions) -> None:
 def _tree_rows_in_worker(source: ClusterSource) -> list[ClusterRow]:
     assert _WORKER_OPTIONS is not None, "a tree_parsers() worker"
     try:
-        return _read_tree(source, _WORKER_OPTIONS)
+        return read_tree(source, _WORKER_OPTIONS)
     except Exception as exc:  # converted here: the project's errors do not pickle
         return _failed(source, exc)
 
 
-def _read_tree(source: ClusterSource, options: FleetOptions) -> list[ClusterRow]:
+def read_tree(source: ClusterSource, options: FleetOptions) -> list[ClusterRow]:
     assert source.tree is not None
     return rows_from_objects(source, load_paths([source.tree]), options)
 

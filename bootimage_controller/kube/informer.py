@@ -261,6 +261,11 @@ class Informer:
 
     # --- handlers --------------------------------------------------------------------------------
 
+    @property
+    def handler_count(self) -> int:
+        """How many handler sets `add_handler` registered."""
+        return len(self._handlers)
+
     def add_handler(
         self,
         *,

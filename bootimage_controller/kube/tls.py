@@ -54,6 +54,11 @@ class ResumingTLSContext(ssl.SSLContext):
         self._recent.setdefault(server_hostname, deque(maxlen=_RECENT)).append(obj)
         return obj
 
+    def recent_connections(self) -> list[ssl.SSLObject]:
+        """The TLS objects of the newest connections opened with this context (at most four per
+        server), oldest first: whether each resumed a session is `session_reused`."""
+        return [obj for recent in self._recent.values() for obj in recent]
+
     def _resumable(self, server_hostname: str | None) -> ssl.SSLSession | None:
         for obj in reversed(self._recent.get(server_hostname, ())):
             session = _finished_session(obj)

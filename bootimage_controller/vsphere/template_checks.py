@@ -186,6 +186,11 @@ class VSphereChecks:
             self._report_templates()
         return CloudFacts(templates=templates)
 
+    def forget_lookups(self) -> None:
+        """Drop the templates found within `LOOKUP_TTL`: the next lookup asks vCenter again (after
+        a refresh, whatever happened there)."""
+        self._found.clear()
+
     def _report_templates(self) -> None:
         current = sum(self._current.values())
         obs.TEMPLATES.labels(current="true").set(current)
@@ -204,7 +209,7 @@ class VSphereChecks:
         try:
             outcome = await self.refresher.refresh(client, work, guard)
         finally:
-            self._found.clear()  # whatever happened in vCenter, read it afresh
+            self.forget_lookups()  # whatever happened in vCenter, read it afresh
             await asyncio.to_thread(client.close)
         p = work.placement
         self._current[TemplateKey(p.server, p.datacenter, p.folder, work.name)] = True

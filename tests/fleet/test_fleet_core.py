@@ -111,7 +111,7 @@ async def test_a_broken_or_slow_cluster_is_a_row_and_the_others_complete(tmp_pat
     broken.mkdir()
     (broken / "ms.yaml").write_text("kind: MachineSet\nmetadata: [not, a, map\n")
     slow = ClusterSource("slow", tree=trees[0])
-    real = fleet_read._read_tree
+    real = fleet_read.read_tree
     running = 0
     most = 0
 
@@ -126,7 +126,7 @@ async def test_a_broken_or_slow_cluster_is_a_row_and_the_others_complete(tmp_pat
         finally:
             running -= 1
 
-    monkeypatch.setattr(fleet_read, "_read_tree", counting)
+    monkeypatch.setattr(fleet_read, "read_tree", counting)
     from bootimage_controller.core.hypershift import PlatformImageCatalog as Catalog
     from bootimage_controller.core.skew.verdict import SkewLimits
 

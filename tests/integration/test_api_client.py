@@ -23,7 +23,7 @@ async def test_connections_after_the_first_resume_its_tls_session(kube_cluster: 
         await asyncio.gather(*(VersionApi(api).get_code() for _ in range(4)))  # the first one's and three new
         context = api.rest_client.pool_manager.connector._ssl
         assert isinstance(context, ResumingTLSContext)
-        opened = [obj for recent in context._recent.values() for obj in recent]
+        opened = context.recent_connections()
         assert len(opened) == 4
         assert not opened[0].session_reused
         assert all(obj.session_reused for obj in opened[1:])

@@ -306,7 +306,7 @@ async def test_once_pass_under_shipped_rbac_does_the_whole_job_without_a_403(
     assert set(patched) <= updated
 
     # Uninstall step: release-claims as the same identity removes every claim, then the finalizer.
-    assert await commands._release_claims(run_args(as_controller)) == 0
+    assert await commands.run_release_claims(run_args(as_controller)) == 0
     assert _forbidden_count() == forbidden
     for name, obj in (await list_machinesets(kube_api)).items():
         assert not [r for r in obj["metadata"].get("ownerReferences") or [] if r["kind"] == "ConfigMap"], name

@@ -43,7 +43,8 @@ class FakeLeaseStore:
         if self.failing:
             raise ConnectionError("apiserver unreachable")
 
-    def _stored(self, record: LeaseRecord) -> LeaseRecord:
+    def put(self, record: LeaseRecord) -> LeaseRecord:
+        """Store `record` as the API server would (a new resourceVersion): the tests' own writes too."""
         self.rv += 1
         self.writes += 1
         self.record = replace(record, resource_version=str(self.rv))
@@ -57,13 +58,13 @@ class FakeLeaseStore:
         self._check()
         if self.record is not None:
             raise Conflict("exists")
-        return self._stored(record)
+        return self.put(record)
 
     async def update(self, record: LeaseRecord) -> LeaseRecord:
         self._check()
         if self.record is None or record.resource_version != self.record.resource_version:
             raise Conflict("stale")
-        return self._stored(record)
+        return self.put(record)
 
 
 def elector(store: FakeLeaseStore, identity: str, **kw: float | Callable[[], float]) -> LeaderElector:
@@ -145,7 +146,7 @@ async def test_release_writes_an_empty_holder_and_a_short_duration() -> None:
 
 async def test_release_does_nothing_to_someone_elses_lease() -> None:
     store = FakeLeaseStore()
-    store._stored(LeaseRecord("other", 15, "t", "t", 3))
+    store.put(LeaseRecord("other", 15, "t", "t", 3))
     e = elector(store, "me")
     assert not await e.release()
     assert store.record is not None and store.record.holder == "other"
@@ -173,7 +174,7 @@ async def test_leader_ends_when_another_holder_appears() -> None:
     task = asyncio.create_task(e.run(work.lead, work.stop))
     await eventually(lambda: e.is_leader)
     assert store.record is not None
-    store._stored(replace(store.record, holder="intruder"))
+    store.put(replace(store.record, holder="intruder"))
     with pytest.raises(LeadershipLost, match="intruder"):
         await asyncio.wait_for(task, 1.0)
     assert work.stopped == 1 and e.write_refusal() is not None
@@ -185,14 +186,19 @@ async def test_writes_are_refused_past_the_renew_deadline_even_before_the_renewa
     store = FakeLeaseStore()
     clock = FakeClock()
     e = elector(store, "me", clock=clock, lease_duration=15, renew_deadline=10, retry_period=2)
-    assert await e.attempt(1.0)
-    e._leading.set()
-    assert e.write_refusal() is None
-    clock.now += 9.9
-    assert e.write_refusal() is None
-    clock.now += 0.2
-    refusal = e.write_refusal()
-    assert isinstance(refusal, NotLeader) and "renew deadline" in str(refusal)
+    # Leading after one attempt; its renewal loop sleeps 2 s of real time, longer than this test.
+    task = asyncio.create_task(e.run(Work().lead, campaign=False))
+    try:
+        await eventually(lambda: e.is_leader)
+        assert e.write_refusal() is None
+        clock.now += 9.9
+        assert e.write_refusal() is None
+        clock.now += 0.2
+        refusal = e.write_refusal()
+        assert isinstance(refusal, NotLeader) and "renew deadline" in str(refusal)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
 
 
 async def test_validity_counts_from_the_start_of_the_renewal_request() -> None:
@@ -206,18 +212,23 @@ async def test_validity_counts_from_the_start_of_the_renewal_request() -> None:
             return await super().update(record)
 
     store = SlowStore()
-    store._stored(LeaseRecord("me", 15, "t", "t", 0))
+    store.put(LeaseRecord("me", 15, "t", "t", 0))
     e = elector(store, "me", clock=clock, lease_duration=15, renew_deadline=10, retry_period=2)
     started = clock.now
-    assert await e.attempt(5.0)
-    e._leading.set()
-    clock.now = started + 10.0
-    assert e.write_refusal() is not None
+    task = asyncio.create_task(e.run(Work().lead, campaign=False))
+    try:
+        await eventually(lambda: e.is_leader)
+        assert clock.now == started + 4.0  # the renewal's answer came 4 s after it was sent
+        clock.now = started + 10.0
+        assert e.write_refusal() is not None
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
 
 
 async def test_a_single_attempt_names_the_holder_when_the_lease_is_taken() -> None:
     store = FakeLeaseStore()
-    store._stored(LeaseRecord("replica-b", 137, "t", "t", 0))
+    store.put(LeaseRecord("replica-b", 137, "t", "t", 0))
     e = elector(store, "me")
     work = Work()
     with pytest.raises(LeaseHeldElsewhere, match="replica-b") as caught:
@@ -277,7 +288,7 @@ class FakeClock:
 async def test_expiry_is_judged_by_when_we_saw_the_record_change_not_its_timestamps() -> None:
     store = FakeLeaseStore()
     # renewTime 20 years ago, as written by a host with a broken clock
-    store._stored(LeaseRecord("old", 10, "2006-01-02T15:04:05.000000Z", "2006-01-02T15:04:05.000000Z", 0))
+    store.put(LeaseRecord("old", 10, "2006-01-02T15:04:05.000000Z", "2006-01-02T15:04:05.000000Z", 0))
     clock = FakeClock()
     e = elector(store, "me", clock=clock)
     assert not await e.try_acquire_or_renew(), "first sight of a record: it is valid for its duration"
@@ -291,14 +302,14 @@ async def test_expiry_is_judged_by_when_we_saw_the_record_change_not_its_timesta
 
 async def test_a_renewing_holder_keeps_the_lease() -> None:
     store = FakeLeaseStore()
-    store._stored(LeaseRecord("other", 10, "a", "r0", 0))
+    store.put(LeaseRecord("other", 10, "a", "r0", 0))
     clock = FakeClock()
     e = elector(store, "me", clock=clock)
     for i in range(1, 5):
         assert not await e.try_acquire_or_renew()
         clock.now += 8
         assert store.record is not None
-        store._stored(replace(store.record, renew_time=f"r{i}"))  # the holder renews
+        store.put(replace(store.record, renew_time=f"r{i}"))  # the holder renews
     assert store.record is not None and store.record.holder == "other"
 
 

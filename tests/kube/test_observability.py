@@ -208,8 +208,8 @@ async def test_readyz_reports_a_raising_check_as_not_ready() -> None:
 
 async def test_healthz_fails_when_the_event_loop_stalls() -> None:
     now = [0.0]
-    server = HealthServer("127.0.0.1:0", "127.0.0.1:0", lambda: {}, max_loop_lag=5.0)
-    server._heartbeat = LoopHeartbeat(interval=3600, clock=lambda: now[0])
+    server = HealthServer("127.0.0.1:0", "127.0.0.1:0", lambda: {}, max_loop_lag=5.0,
+                          heartbeat=LoopHeartbeat(interval=3600, clock=lambda: now[0]))
     await server.start()
     try:
         assert (await fetch(server.health_port, "/healthz"))[0] == 200

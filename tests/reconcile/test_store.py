@@ -26,9 +26,9 @@ async def test_on_aws_one_template_informer_and_every_handler_attaches() -> None
         # The triggers attach to whatever template informers there are.
         store = InformerStore(aws)
         Triggers(store, ClusterView(store), {}, KeyList(), lambda: None).attach(aws)
-        assert aws["AWSMachineTemplate"]._handlers
+        assert aws["AWSMachineTemplate"].handler_count
         # Boot verification of CAPI pools: their Machines and the platform's infrastructure machines.
-        assert aws["capi-machines"]._handlers and aws["infra-machines:AWSMachine"]._handlers
+        assert aws["capi-machines"].handler_count and aws["infra-machines:AWSMachine"].handler_count
     finally:
         await api.close()
 

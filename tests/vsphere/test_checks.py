@@ -36,7 +36,7 @@ async def test_lookups_share_one_inventory_read_until_it_ages(tmp_path: Path, mo
     first = await checks.lookup(work, "9.6.1")
     second = await checks.lookup(work, "9.6.1")
     assert first == second and len(reads) == 1
-    checks._found.clear()  # what a refresh does, and what the TTL does in time
+    checks.forget_lookups()  # what a refresh does, and what the TTL does in time
     await checks.lookup(work, "9.6.1")
     assert len(reads) == 2
     checks.close()

@@ -21,6 +21,16 @@ class ImageKey:
     image: str
 
 
+def image_key(platform: str, location: str | None, image: str) -> ImageKey:
+    """The cloud lookup key of an image at a MachineSet's location.
+
+    `image` is the AMI id (AWS), the `projects/<p>/global/images/<name>` path (GCP) or the
+    `publisher:offer:sku:version` URN (Azure); `location` is the decision's `location` (AWS region,
+    GCP zone, Azure location), "" when the providerSpec names none.
+    """
+    return ImageKey(platform, location or "", image)
+
+
 @dataclass(frozen=True)
 class CloudImage:
     key: ImageKey

@@ -5,8 +5,8 @@
   which the planner turns into `error InvalidProviderSpec` (SPEC section 2 rule 8).
 * `verify_target`: rule 9, one place for every platform: with cloud answers, never patch to an image
   the cloud does not have at the MachineSet's location.
-* `image_key`: how a decision's target becomes an `ImageKey`, shared with whoever fetches the cloud
-  answers so both sides build the same key.
+* `image_key` (from `core.cloud.facts`, where the cloud side takes it too): how a decision's target
+  becomes an `ImageKey`, so both sides build the same key.
 * `release_rhel_major`: the RHEL major of a boot image release, marketplace versions included.
 """
 
@@ -19,7 +19,7 @@ from typing import Any
 
 from ...constants import Platform, Reason
 from ...errors import ProviderSpecError
-from ..cloud.facts import ImageKey
+from ..cloud.facts import image_key
 from ..model import JsonPath, dotted, is_mapping
 from ..skew.record import ReleaseSource
 from ..skew.versions import rhel_major_of
@@ -117,16 +117,6 @@ class SpecReader:
 
 
 # --- rule 9: cloud verification --------------------------------------------------------------
-
-
-def image_key(platform: str, location: str | None, image: str) -> ImageKey:
-    """The cloud lookup key of an image at a MachineSet's location.
-
-    `image` is the AMI id (AWS), the `projects/<p>/global/images/<name>` path (GCP) or the
-    `publisher:offer:sku:version` URN (Azure); `location` is the decision's `location` (AWS region,
-    GCP zone, Azure location), "" when the providerSpec names none.
-    """
-    return ImageKey(platform, location or "", image)
 
 
 def skip_from(target: Target, reason: Reason, message: str) -> Skip:

@@ -7,8 +7,7 @@ from typing import Any
 import pytest
 
 from bootimage_controller.constants import Action, Reason
-from bootimage_controller.core.cloud.facts import CloudFacts, CloudImage, ImageKey
-from bootimage_controller.core.providers._common import image_key
+from bootimage_controller.core.cloud.facts import CloudFacts, CloudImage, ImageKey, image_key
 
 from .support import facts_with, machineset, plan
 
