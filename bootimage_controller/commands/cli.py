@@ -628,26 +628,16 @@ def _one_line(exc: Exception, command: str | None = None, target: str | None = N
     403, a 404) is the server's word, never "unexpected"; only a fault of ours asks for a traceback.
     `target`: the kubeconfig, context and server, said before a failure to reach it or its answer."""
     where = f"{target}: " if target else ""
-    from kubernetes_asyncio.client.exceptions import ApiException
-
-    from ..kube.api_errors import ApiError, status_of
     from ..kube.client import ClientConfigError
-    from ..kube.forbidden import Refusal, refused_sentence
+    from ..kube.forbidden import answer_sentence
     from ..kube.retry import CONNECTION_ERRORS, describe
 
     if isinstance(exc, ClientConfigError):
         return str(exc)
+    answer = answer_sentence(exc, command)
+    if answer is not None:
+        return where + answer
     text = describe(exc)
-    answered = isinstance(exc, ApiError) or (isinstance(exc, ApiException) and bool(exc.status))
-    if answered:
-        status = int(getattr(exc, "status", 0) or 0)
-        message = exc.message if isinstance(exc, ApiError) else status_of(exc)[1]  # type: ignore[arg-type]
-        refusal = Refusal.from_message(message or "") if status == 403 else None
-        if refusal is not None:
-            return where + refused_sentence([refusal], command)
-        if status == 401:
-            return f"{where}the API server did not accept the credentials ({text}): log in again or check the kubeconfig"
-        return f"{where}the API server answered {text}"
     if isinstance(exc, (*CONNECTION_ERRORS, OSError)):
         return f"{where}cannot reach the Kubernetes API server: {text}"
     return f"{text} (unexpected; set {TRACEBACK_ENV}=1 for the traceback)"

@@ -139,6 +139,11 @@ class Forbidden(ApiError):
     permanent = True
 
 
+class Unauthorized(Forbidden):
+    """401: the credentials were not accepted (expired token, wrong kubeconfig). A `Forbidden` for
+    whoever only asks whether the request was allowed; said apart where the fix differs."""
+
+
 class TooManyRequests(ApiError):
     """429: the server asks us to slow down (retries exhausted)."""
 
@@ -156,7 +161,9 @@ def _error_class(status: int, failed_test: bool) -> type[ApiError]:
         return Conflict
     if status in (400, 422):
         return Invalid
-    if status in (401, 403):
+    if status == 401:
+        return Unauthorized
+    if status == 403:
         return Forbidden
     if status == 429:
         return TooManyRequests
@@ -179,6 +186,7 @@ __all__ = [
     "NotFound",
     "ServerError",
     "TooManyRequests",
+    "Unauthorized",
     "conflict",
     "is_failed_test",
     "status_of",

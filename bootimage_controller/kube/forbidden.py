@@ -79,3 +79,28 @@ def refused_sentence(refusals: Sequence[Refusal], command: str | None, *, unpars
         return f"{text} ({manifest}): run it as the ServiceAccount {MCO_NAMESPACE}/{role} the install binds them to"
     grant = f"oc adm policy add-cluster-role-to-user {role} {user}" if user else f"bind the ClusterRole {role}"
     return f"{text} ({manifest}): {grant}"
+
+
+def answer_sentence(exc: BaseException, command: str | None) -> str | None:
+    """An answer of the API server (a typed `ApiError`, or a raw `ApiException` with a status) in the
+    words an administrator can act on: a 403 names the permission to grant, a 401 the credentials,
+    any other the server's own status and message. None when `exc` is no answer at all (nothing
+    came back, or a fault of ours). Here so that only kube/ reads HTTP statuses."""
+    from kubernetes_asyncio.client.exceptions import ApiException
+
+    from .api_errors import ApiError, status_of
+    from .retry import describe
+
+    if isinstance(exc, ApiError):
+        status, message = exc.status, exc.message
+    elif isinstance(exc, ApiException) and exc.status:
+        status, message = int(exc.status), status_of(exc)[1]
+    else:
+        return None
+    text = describe(exc)
+    refusal = Refusal.from_message(message or "") if status == 403 else None
+    if refusal is not None:
+        return refused_sentence([refusal], command)
+    if status == 401:
+        return f"the API server did not accept the credentials ({text}): log in again or check the kubeconfig"
+    return f"the API server answered {text}"

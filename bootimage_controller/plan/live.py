@@ -12,7 +12,6 @@ every read answers 404 or an empty list is said to be that, not an empty file. A
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -203,28 +202,24 @@ def _read_call(co: Any, core: Any, read: ClusterRead) -> Any:
 
 async def _run_read(read: _Read) -> _ReadResult:
     import aiohttp
-    from kubernetes_asyncio.client.exceptions import ApiException
+
+    from ..kube.api_errors import ApiError, Forbidden, NotFound, Unauthorized
+    from ..kube.client import read_answer
 
     try:
-        response = await read.call()
-        try:
-            status, reason, body = response.status, response.reason, await response.read()
-        finally:
-            response.release()
-    except ApiException as exc:  # raised by the client itself (e.g. a connection it could not make)
-        raise ClusterReadError(f"reading {read.what}: {exc.reason or exc}") from None
-    except (OSError, TimeoutError, aiohttp.ClientError) as exc:
-        raise ClusterReadError(f"reading {read.what}: {exc or type(exc).__name__}") from None
-    if status == 404:
+        value = await read_answer(read.call(), read.what)
+    except NotFound:
         log.info("not found in the cluster", object=read.what)
         return _ReadResult([])
-    if status == 403:
+    except Unauthorized as exc:  # the credentials, not a permission: the error, not a missing read
+        raise ClusterReadError(f"reading {read.what}: HTTP {exc.describe()}") from None
+    except Forbidden as exc:
         log.info("not allowed to read", object=read.what)
-        return _ReadResult([], Refusal.from_message(_status_message(body)) or read.what)
-    if not 200 <= status < 300:
-        raise ClusterReadError(f"reading {read.what}: HTTP {status} {reason or ''}".rstrip())
-    try:
-        value = json.loads(body)
+        return _ReadResult([], Refusal.from_message(exc.message) or read.what)
+    except ApiError as exc:
+        raise ClusterReadError(f"reading {read.what}: HTTP {exc.describe()}") from None
+    except (OSError, TimeoutError, aiohttp.ClientError) as exc:
+        raise ClusterReadError(f"reading {read.what}: {exc or type(exc).__name__}") from None
     except ValueError:
         raise ClusterReadError(f"reading {read.what}: the API server's answer is not JSON") from None
     items = (value.get("items") or []) if read.is_list else [value]
@@ -236,15 +231,5 @@ async def _run_read(read: _Read) -> _ReadResult:
         for item in items
         if isinstance(item, Mapping)
     ])
-
-
-def _status_message(body: bytes) -> str:
-    """The `message` of the API server's Status answer ("" when it is not one)."""
-    try:
-        value = json.loads(body)
-    except ValueError:
-        return ""
-    message = value.get("message") if isinstance(value, Mapping) else None
-    return message if isinstance(message, str) else ""
 
 

@@ -193,6 +193,53 @@ def test_no_test_imports_a_private_name() -> None:
     assert found == []
 
 
+def private_attributes(package_files: list[Path]) -> set[str]:
+    """`_name`s the package keeps on its objects: `self._x` / `cls._x` attributes, and methods and
+    class attributes named `_x`."""
+    names: set[str] = set()
+    for path in package_files:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                    and node.value.id in ("self", "cls") and _private(node.attr)):
+                names.add(node.attr)
+            if isinstance(node, ast.ClassDef):
+                for item in node.body:
+                    if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef) and _private(item.name):
+                        names.add(item.name)
+                    if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name) and _private(item.target.id):
+                        names.add(item.target.id)
+    return names
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def reaches(source: str, private: set[str]) -> list[str]:
+    """`obj._x` in a test where `_x` is one of the package's private attributes (not `self._x`:
+    a test's own fake keeps its own)."""
+    return [f"{node.lineno}: {ast.unparse(node)}" for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.Attribute) and node.attr in private
+            and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))]
+
+
+def test_no_test_reaches_into_a_private_attribute_of_the_package() -> None:
+    """Issue 46, item 4: a test that needs a seam gets one (`Informer.handler_count`,
+    `HealthServer(heartbeat=...)`, `VSphereChecks.forget_lookups`), not `obj._x`."""
+    repo = PACKAGE.parent
+    private = private_attributes(list(PACKAGE.rglob("*.py")))
+    assert {"_cache", "_handlers", "_leading"} <= private  # the scan sees what it must
+    found = {str(path.relative_to(repo)): hits
+             for path in [*(repo / "tests").rglob("*.py"), *(repo / "benchmarks").rglob("*.py")]
+             if (hits := reaches(path.read_text(), private))}
+    assert found == {}
+
+
+def test_the_private_reach_check_can_fail() -> None:
+    assert reaches("informer._handlers.clear()\nself._handlers = []\n", {"_handlers"}) == [
+        "1: informer._handlers"]
+
+
 def test_offline_plan_imports_no_client_library() -> None:
     """`plan` on files needs no web server, Kubernetes client or cloud SDK: importing them cost it
     half its time (issue 36: 0.46-0.71 s before, 0.26-0.28 s after; benchmarks/plan_startup.py)."""
@@ -279,3 +326,38 @@ def test_kube_imports_nothing_from_core() -> None:
     assert len(kube) > 10
     assert {m: sorted(t for t in g[m] if t.startswith("bootimage_controller.core")) for m in kube
             if any(t.startswith("bootimage_controller.core") for t in g[m])} == {}
+
+
+# Modules outside kube/ that speak HTTP to another API than Kubernetes' (vCenter's disk upload).
+OTHER_HTTP_APIS = frozenset({"bootimage_controller.vsphere.vcenter"})
+
+
+def status_decisions(source: str) -> list[str]:
+    """Each comparison of a `.status` with an HTTP code, and each mention of the client's raw
+    `ApiException`, as `line: code`."""
+    tree = ast.parse(source)
+    found = [f"{node.lineno}: ApiException" for node in ast.walk(tree)
+             if isinstance(node, ast.Name | ast.alias) and getattr(node, "id", getattr(node, "name", "")) == "ApiException"]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            if (any(isinstance(s, ast.Attribute) and s.attr == "status" for s in sides)
+                    and any(isinstance(s, ast.Constant) and type(s.value) is int and 100 <= s.value < 600 for s in sides)):
+                found.append(f"{node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_only_kube_reads_http_statuses() -> None:
+    """Issue 46, item 3: an API server's answer leaves kube/ as a typed error (`NotFound`,
+    `Forbidden`, `Unauthorized`, ...) or a sentence (`kube.forbidden.answer_sentence`); nothing
+    above it decides on a status code or catches the client's raw exception."""
+    outside = {name: path for name, path in modules().items()
+               if not name.startswith("bootimage_controller.kube") and name not in OTHER_HTTP_APIS}
+    assert len(outside) > 100
+    assert {name: hits for name, path in outside.items() if (hits := status_decisions(path.read_text()))} == {}
+
+
+def test_the_status_check_can_fail() -> None:
+    source = ("from kubernetes_asyncio.client.exceptions import ApiException\n"
+              "if response.status == 404:\n    pass\n")
+    assert status_decisions(source) == ["1: ApiException", "2: response.status == 404"]
