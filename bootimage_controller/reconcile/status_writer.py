@@ -32,6 +32,7 @@ from ..constants import (
 )
 from ..core.status import ClusterOperatorStatus, Condition, find_condition, merge_conditions
 from ..kube.api_errors import ApiError, Conflict, NotFound, conflict
+from ..kube.fence import WriteRefused
 from ..kube.retry import Sleep, api_call, describe, retry_on_conflict
 from .status_clock import StatusClock
 
@@ -130,6 +131,11 @@ class _Channel(Generic[T]):
                 result = await self._write(desired)
             except ApiError as exc:  # 403, 422, retries exhausted: try again after a backoff
                 log.error("status write failed", object=self.name, error=describe(exc))
+                result = StatusWriteResult.FAILED
+            except WriteRefused as exc:
+                # Not sent: this process stopped leading (the last write of a shutdown races the
+                # end of its work) or a gate closed. Said, not a fault: no traceback.
+                log.info("status not written", object=self.name, why=str(exc))
                 result = StatusWriteResult.FAILED
             except Exception as exc:  # connection errors after retries, or a bug: keep the loop alive
                 log.error("status write failed", object=self.name, error=describe(exc), exc_info=True)

@@ -22,6 +22,7 @@ from bootimage_controller.constants import (
     MACHINECONFIGURATION_PLURAL,
 )
 from bootimage_controller.core.status import ClusterOperatorStatus, Condition
+from bootimage_controller.kube.fence import NotLeader
 from bootimage_controller.reconcile.status_clock import StatusClock
 from bootimage_controller.reconcile.status_writer import StatusWriter
 
@@ -238,6 +239,22 @@ async def test_a_failed_write_is_retried_after_a_backoff(
     await settle()
     assert len(api.patches) == 1 and CONDITION_PROGRESSING not in messages(api)
     await clock.advance(1.0)
+    assert messages(api)[CONDITION_PROGRESSING] == "Reconciled 1 of 100 MAPI MachineSets"
+
+
+async def test_a_write_refused_by_the_fence_is_said_without_a_traceback_and_tried_again(
+    writer: StatusWriter, api: FakeCustomObjects, clock: FakeClock
+) -> None:
+    # The last status write of a shutdown races the end of the leader's work: the fence refuses it.
+    api.patch_errors = [NotLeader("not running the controller's work")]
+    with structlog.testing.capture_logs() as logs:
+        writer.set_machineconfiguration(conditions(1), None)
+        await settle()
+    assert CONDITION_PROGRESSING not in messages(api)
+    said = [e for e in logs if e["event"] == "status not written"]
+    assert len(said) == 1 and said[0]["log_level"] == "info" and "exc_info" not in said[0]
+    assert not [e for e in logs if e["log_level"] == "error"]
+    await clock.advance(1.0)  # leading again (or the next process): the state still goes out
     assert messages(api)[CONDITION_PROGRESSING] == "Reconciled 1 of 100 MAPI MachineSets"
 
 
