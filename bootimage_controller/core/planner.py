@@ -63,7 +63,7 @@ def plan_machine(
     try:
         resource = obj if isinstance(obj, MachineResource) else MachineResource.from_object(obj)
     except InputError as exc:
-        return _invalid_object(obj, exc)
+        return invalid_object(obj, exc)
     planner = _Planner(resource, golden, facts, enrollment)
     return planner.with_recorded_verdict(planner.decide())
 
@@ -78,7 +78,7 @@ def identify_boot_image(obj: Any, golden: GoldenBootImages, facts: ClusterFacts)
     try:
         resource = obj if isinstance(obj, MachineResource) else MachineResource.from_object(obj)
     except InputError as exc:
-        return _invalid_object(obj, exc)
+        return invalid_object(obj, exc)
     return _Planner(resource, golden, facts, Enrollment.everything(), evidence_only=True).decide()
 
 
@@ -98,11 +98,13 @@ def is_downgrade(current_release: str | None, target_release: str | None) -> boo
     return target.built < current.built
 
 
-def _invalid_object(obj: Any, exc: InputError) -> BootImageDecision:
+def invalid_object(obj: Any, exc: InputError, *, unknown_kind: str = "") -> BootImageDecision:
+    """The decision for an object that could not be read at all (`InvalidObject`, the field named):
+    every planner's, Machine API and Cluster API alike. `unknown_kind`: said when it has no kind."""
     meta = obj.get("metadata") if isinstance(obj, Mapping) else None
     meta = meta if isinstance(meta, Mapping) else {}
     return BootImageDecision(
-        kind=str(obj.get("kind", "")) if isinstance(obj, Mapping) else "",
+        kind=str(obj.get("kind", unknown_kind)) if isinstance(obj, Mapping) else unknown_kind,
         namespace=str(meta.get("namespace", "")),
         name=str(meta.get("name", "")),
         action=Action.ERROR,
@@ -395,4 +397,4 @@ def _arch_from_annotation(value: str | None) -> str | None:
     return None
 
 
-__all__ = ["get_path", "identify_boot_image", "is_our_owner_reference", "plan_all", "plan_machine"]
+__all__ = ["get_path", "identify_boot_image", "invalid_object", "is_our_owner_reference", "plan_all", "plan_machine"]

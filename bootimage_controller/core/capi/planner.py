@@ -35,7 +35,7 @@ from ..enrollment import Enrollment
 from ..golden import GoldenBootImages
 from ..manager import decide_manager
 from ..model import BootImageDecision, FieldChange, dotted, is_mapping
-from ..planner import is_our_owner_reference, plan_machine
+from ..planner import invalid_object, is_our_owner_reference, plan_machine
 from .adapters import ADAPTERS, Adapter
 from .resources import (
     INFRA_REF_NAME_PATH,
@@ -66,12 +66,7 @@ def plan_capi(
     try:
         capi = CapiObject.from_object(obj)
     except InputError as exc:
-        raw: Mapping[str, Any] = obj if isinstance(obj, Mapping) else {}
-        meta = raw.get("metadata")
-        meta = meta if isinstance(meta, Mapping) else {}
-        return BootImageDecision(str(raw.get("kind", "?")),
-                                 str(meta.get("namespace", "")), str(meta.get("name", "")), Action.ERROR,
-                                 Reason.INVALID_OBJECT, str(exc), field=exc.field)
+        return invalid_object(obj, exc, unknown_kind="?")
     return _CapiPlanning(capi, golden, facts, enrollment, mapi_authority).decide(template)
 
 
