@@ -222,6 +222,8 @@ async def _run_read(read: _Read) -> _ReadResult:
         raise ClusterReadError(f"reading {read.what}: {exc or type(exc).__name__}") from None
     except ValueError:
         raise ClusterReadError(f"reading {read.what}: the API server's answer is not JSON") from None
+    if not isinstance(value, Mapping):  # a proxy's page, or anything but the API's object or list
+        raise ClusterReadError(f"reading {read.what}: the API server's answer is not a JSON object")
     items = (value.get("items") or []) if read.is_list else [value]
     source = f"cluster {read.what}"
     # The API omits kind/apiVersion on the items of typed lists.
@@ -231,5 +233,3 @@ async def _run_read(read: _Read) -> _ReadResult:
         for item in items
         if isinstance(item, Mapping)
     ])
-
-

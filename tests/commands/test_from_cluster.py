@@ -38,6 +38,7 @@ class FakeApi:
     def __init__(self) -> None:
         self.objects = example_objects()
         self.status_for: dict[str, int] = {}  # path -> HTTP status to answer instead
+        self.body_for: dict[str, Any] = {}  # path -> a 200 answer of this JSON instead
         self.requests: list[str] = []
 
     def one(self, kind: str, name: str) -> dict[str, Any] | None:
@@ -47,6 +48,8 @@ class FakeApi:
         self.requests.append(path)
         if path in self.status_for:
             return self.status_for[path], {"kind": "Status", "code": self.status_for[path], "message": "injected"}
+        if path in self.body_for:
+            return 200, self.body_for[path]
         if path == NS_MAPI:
             items = [o for o in self.objects if o["kind"] == "MachineSet"]
             return 200, {"apiVersion": "machine.openshift.io/v1beta1", "kind": "MachineSetList", "items": items,
@@ -146,6 +149,15 @@ def test_server_errors_are_reported_without_a_traceback(run: Run, fake_api: tupl
     # The kubeconfig, context and server first (SPEC section 4), then what failed.
     assert result.err.startswith(f"error: kubeconfig {kubeconfig}, context fake, server http://127.0.0.1:")
     assert ": reading MachineSets: HTTP 500" in result.err
+    assert "Traceback" not in result.err
+
+
+def test_an_answer_that_is_not_a_json_object_is_said_without_a_traceback(run: Run, fake_api: tuple[FakeApi, Path]) -> None:
+    api, kubeconfig = fake_api
+    api.body_for[NS_MAPI] = ["not", "a", "list", "object"]  # what a misconfigured proxy might return
+    result = run("plan", "--from-cluster", "--kubeconfig", kubeconfig)
+    assert result.code == 1
+    assert ": reading MachineSets: the API server's answer is not a JSON object" in result.err
     assert "Traceback" not in result.err
 
 
