@@ -133,7 +133,7 @@ def assemble(store: InformerStore, writers: Writers, options: ReconcileOptions, 
     loop = Loop(store, status, sink)
     loop.register_machines(MACHINE_KINDS, machines.reconcile)
     loop.register([CLAIMS_KEY], claims.reconcile)
-    triggers = Triggers(store, cluster, status.outcomes, sink, loop.enqueue_all, own_writes=machines)
+    triggers = Triggers(store, cluster, status.outcomes, sink, loop.enqueue_all, own_writes=machines.memory)
     triggers.attach(store.informers)
     return Reconcilers(store, cluster, sink, loop, triggers, machines, claims, status, kinds)
 

@@ -9,11 +9,13 @@ claim holders' lifecycle).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from ..constants import CPMS_KIND, MACHINESET_KIND
+from ..constants import CAPI_MACHINESET, CAPI_NAMESPACE, CPMS_KIND, MACHINESET_KIND
 from ..core.capi.resources import capi_kind_key
 from ..core.claims import is_our_reference
+from ..core.cluster import provider_spec_platforms
 from ..core.planner import authoritative_api
 
 STATUS_KEY = "@status"
@@ -63,3 +65,23 @@ def relevant_view(obj: Mapping[str, Any]) -> tuple[Any, ...]:
     )
     return (meta.get("labels"), meta.get("annotations"), meta.get("ownerReferences"), provider, template.get("metadata"),
             authoritative_api(obj))
+
+
+@dataclass(frozen=True, slots=True)
+class MachineUpdate:
+    """What a machine object's update asks of the triggers."""
+
+    key: str
+    platform_evidence: bool  # its providerSpec kind changed: the platform read from them may have
+    mirror: str | None  # a Machine API pool that changed sides: its CAPI mirror's key (its decision changes)
+
+
+def machine_update(old: Mapping[str, Any], new: Mapping[str, Any]) -> MachineUpdate | None:
+    """The update from `old` to `new` of a machine object, or None when it leaves alone what the
+    planner reads (`relevant_view`)."""
+    if relevant_view(old) == relevant_view(new):
+        return None
+    mirror = None
+    if new.get("kind") == MACHINESET_KIND and authoritative_api(old) != authoritative_api(new):
+        mirror = f"{CAPI_MACHINESET}/{CAPI_NAMESPACE}/{(new.get('metadata') or {}).get('name', '')}"
+    return MachineUpdate(machine_key(new), provider_spec_platforms([old]) != provider_spec_platforms([new]), mirror)

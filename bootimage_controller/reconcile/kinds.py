@@ -43,13 +43,14 @@ class MachineKind(Protocol):
         """The object as the API server has it now (None: gone)."""
         ...
 
-    async def refusal(self, resource: MachineResource | CapiObject) -> Refusal | None:
-        """Why this object's boot image must not be written now (None: it may)."""
+    async def before_write(self, resource: MachineResource | CapiObject, decision: BootImageDecision) -> Refusal | None:
+        """Why this object's boot image must not be written now (None: it may, and what the patch
+        needs in place before it goes now is)."""
         ...
 
-    async def before_write(self, decision: BootImageDecision) -> None: ...
-
-    async def after_write(self, decision: BootImageDecision) -> None: ...
+    async def after_write(self, decision: BootImageDecision) -> None:
+        """What follows a written boot image (failures here are logged, never the write's)."""
+        ...
 
 
 class MachineApiKind:
@@ -65,13 +66,11 @@ class MachineApiKind:
         return await self.scope.writer.get(str(obj.get("kind", MACHINESET_KIND)), str(meta.get("namespace", "")),
                                            str(meta.get("name", "")))
 
-    async def refusal(self, resource: MachineResource | CapiObject) -> Refusal | None:
+    async def before_write(self, resource: MachineResource | CapiObject, decision: BootImageDecision) -> Refusal | None:
+        """The stub Ignition Secret must hold a config the new boot image can read (SPEC rule 8)."""
         if self.stub_check is None or not isinstance(resource, MachineResource):
             return None
         return await self.stub_check(resource)
-
-    async def before_write(self, decision: BootImageDecision) -> None:
-        return None
 
     async def after_write(self, decision: BootImageDecision) -> None:
         return None
@@ -93,14 +92,12 @@ class ClusterApiKind:
         return await self.scope.writer.get(str(capi_kind_key(obj)), str(meta.get("namespace", "")),
                                            str(meta.get("name", "")), version)
 
-    async def refusal(self, resource: MachineResource | CapiObject) -> Refusal | None:
-        return None
-
-    async def before_write(self, decision: BootImageDecision) -> None:
+    async def before_write(self, resource: MachineResource | CapiObject, decision: BootImageDecision) -> Refusal | None:
+        """The new template first: the patch that points at it may only go once it exists."""
         if decision.capi is not None:
-            # The new template first: the patch that points at it may only go once it exists.
             with write_preconditions(self.upgrade_gate):
                 await self.scope.writer.create_template(decision.capi.new_template)
+        return None
 
     async def after_write(self, decision: BootImageDecision) -> None:
         """The patch is written: a cleanup that fails now is retried after the next update."""

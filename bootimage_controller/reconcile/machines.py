@@ -25,7 +25,6 @@ from ..core.claims import (
     LedgerEntry,
     hot_loop_check,
     hot_loop_key,
-    record_annotations,
     target_digest,
     target_fingerprint,
 )
@@ -37,10 +36,9 @@ from ..core.planner import is_our_owner_reference
 from ..core.verification import VerificationOutcome
 from ..kube.api_errors import ApiError, Conflict, NotFound
 from ..kube.fence import UpgradeGateClosed, write_preconditions
-from ..kube.informer import resource_version
 from ..kube.retry import CONFLICT_ATTEMPTS, CONNECTION_ERRORS, describe, gave_up_on_conflicts
 from ..kube.workqueue import DONE, ReconcileResult
-from .claim_reconciler import Holders
+from .claim_reconciler import ClaimScope, Holders
 from .delegation import Delegation
 from .event_rules import (
     EventSink,
@@ -59,7 +57,6 @@ from .state import MachineSetState, PlannedAhead, WriteMemory
 from .store import ClusterView, InformerStore
 from .templates import FencedTemplateRefresh, tell_template_sharers
 from .verification import BootVerification
-from .writer import now_utc
 
 log = structlog.get_logger(__name__)
 
@@ -96,33 +93,19 @@ class MachineReconciler:
         self.c = collaborators  # short: it is on every other line
         self.memory = WriteMemory()
 
-    def wrote(self, key: str, old: dict[str, Any]) -> bool:
-        """Whether a change of `key` from `old` is our own patch landing: our patches test the
-        resourceVersion they replace, so the version after `old` is ours when `old` is the one our
-        last patch of this key replaced, or the one a patch still waiting for its answer tests (a
-        fifth of the watch events came first). The triggers put these echoes behind the keys still
-        to be written. A patch in flight that loses to another writer fails its test and is planned
-        again from a fresh read at once, so that writer's change is never left unanswered."""
-        rv = resource_version(old)
-        memory = self.memory
-        return rv is not None and rv in (memory.superseded.get(key), memory.sending.get(key))
-
     async def reconcile(self, key: str) -> ReconcileResult[MachineSetState]:
-        kind, namespace, name = split_key(key)
-        memory = self.memory
-        obj = self.c.store.get(kind, namespace, name)
+        kind_name, namespace, name = split_key(key)
+        kind = self.kinds[kind_name]
+        obj = self.c.store.get(kind_name, namespace, name)
         state = self.c.outcomes.get(key)
         if obj is None:
-            memory.forget(key)
+            self.memory.forget(key)
             self.c.delegation.forget(key)
-            if self.c.verification is not None and kind == MACHINESET_KIND and self.c.may_write():
-                await self.c.verification.orphaned_canaries(self.kinds[kind], namespace, name)
+            if self.c.verification is not None and kind_name == MACHINESET_KIND and self.c.may_write():
+                await self.c.verification.orphaned_canaries(kind, namespace, name)
             return DONE  # no state: the status reconciler drops the key's outcome
-        memory.seen(key, uid_of(obj))
-        if resource_version(obj) != memory.superseded.get(key):
-            # (Equal: the cache still shows a version our own patch replaced; planning it would only
-            # send a patch doomed to fail its resourceVersion test. The watch event of our write follows.)
-            state = await self._reconcile_object(key, obj, state) or state
+        if self.memory.observe(key, obj):
+            state = await self._reconcile_object(key, kind, obj, state) or state
         return replace(self._queue_result(key, state), state=state)
 
     def judge_again(self) -> None:
@@ -156,26 +139,24 @@ class MachineReconciler:
         outages[key] = tries + 1
         return ReconcileResult(requeue_after=min(TRANSIENT_MAX_RETRY, TRANSIENT_FIRST_RETRY * 2**min(tries, 16)))
 
-    async def _reconcile_object(self, key: str, obj: dict[str, Any],
+    async def _reconcile_object(self, key: str, kind: MachineKind, obj: dict[str, Any],
                                 previous: MachineSetState | None) -> MachineSetState | None:
         """The new outcome (None: not planned now, `previous` stands)."""
-        inputs = self.c.cluster.inputs()
-        if inputs.context is None:
-            return None  # the status key reports the problem; nothing is written
-        if self.c.cluster.upgrade_gate() is not None:
-            return None  # upgrade in progress or state unknown: the status key says why (SPEC section 3)
+        ctx = self.c.cluster.context_to_plan()
+        if ctx is None:
+            return None  # bad cluster inputs, or an upgrade: the status key says why; nothing is written
         started = time.monotonic()
-        decision = await self.plan(obj, inputs.context)
+        decision = await self.plan(obj, ctx)
         # Said before a claim (the Warning) and after it (our ClusterOperator), from one computation.
-        warning = self.c.delegation.claim_warning(key, decision, inputs.context)
+        warning = self.c.delegation.claim_warning(key, decision, ctx)
         try:
-            state = await self._act(key, obj, decision, inputs.context, warning)
+            state = await self._act(key, kind, obj, decision, ctx, warning)
         except ApiError as exc:
             # A write on the way (a claim, a release, the holder's counts) refused: this key's
             # outcome, reported like a refused patch, retried or waiting as the refusal says.
             state = MachineSetState.failed(decision, Reason.PATCH_FAILED, f"{exc.what}: {exc.describe()}",
                                            permanent=exc.permanent)
-        state = replace(state, claim_warning=warning, verification=await self._verify(key, obj, decision, state))
+        state = replace(state, claim_warning=warning, verification=await self._verify(kind, obj, decision, state))
         obs.RECONCILE_DURATION.observe(time.monotonic() - started)
         log.log(
             logging.DEBUG if says_nothing_new(previous, state) else logging.INFO,
@@ -190,14 +171,14 @@ class MachineReconciler:
         self._post_events(obj, previous, state)
         return state
 
-    async def _verify(self, key: str, obj: dict[str, Any], decision: BootImageDecision,
+    async def _verify(self, kind: MachineKind, obj: dict[str, Any], decision: BootImageDecision,
                       state: MachineSetState) -> VerificationOutcome | None:
         """Boot verification (SPEC section 3b), after the write: a MachineSet patched now boots an
         image nobody has tried, and the watch event of the patch brings it back here."""
         checks = self.c.verification
         if checks is None or state.patched or not checks.applies_to(decision):
             return None
-        return await checks.verify(obj, decision, self.kinds[split_key(key)[0]], self.c.may_write())
+        return await checks.verify(obj, decision, kind, self.c.may_write())
 
     async def plan(self, obj: Mapping[str, Any], ctx: PlanningContext) -> BootImageDecision:
         """Offline, then again with the cloud's answers where they can change the decision (rule 9:
@@ -219,9 +200,8 @@ class MachineReconciler:
             return ahead.decision
         return plan_object(obj, self.c.store, ctx, facts)
 
-    async def _act(self, key: str, obj: dict[str, Any], decision: BootImageDecision,
+    async def _act(self, key: str, kind: MachineKind, obj: dict[str, Any], decision: BootImageDecision,
                    ctx: PlanningContext, claim_warning: str | None) -> MachineSetState:
-        kind = self.kinds[split_key(key)[0]]
         if decision.action is Action.SKIP and decision.reason in (Reason.NOT_ENROLLED, Reason.NOT_AUTHORITATIVE):
             # Opting out is also how an admin ends a hot loop: forget our counts (with the claim,
             # when it left enrollment). A pool that moved to the other API starts afresh there.
@@ -287,6 +267,11 @@ class MachineReconciler:
 
     async def _patch_once(self, key: str, kind: MachineKind, obj: dict[str, Any],
                           decision: BootImageDecision, claim_warning: str | None) -> MachineSetState:
+        """One attempt, in SPEC section 3's order: refuse a 4th write of one target and what the
+        kind refuses (its stub Ignition) or needs first (its new template); warn before a claim
+        that makes the MCO hold upgrades; then, under the claim gate, the holder, this write's
+        hot-loop count kept in it, and the one JSON patch (claim, boot image, record) under the
+        Lease and the upgrade gate; last what the kind does after a write."""
         resource = kind.resource(obj)
         holders, scope, memory = self.c.holders, kind.scope, self.memory
         kept = holders.kept_hot_loop(resource.uid, scope)
@@ -300,13 +285,12 @@ class MachineReconciler:
             )
             obs.PATCHES.labels(result="hot_loop").inc()
             return MachineSetState.failed(decision, Reason.HOT_LOOP, message)
-        refusal = await kind.refusal(resource)
+        refusal = await kind.before_write(resource, decision)
         if refusal is not None:
             obs.PATCHES.labels(result="blocked").inc()
             return MachineSetState.failed(decision, refusal.reason, refusal.message)
         if not any(is_our_owner_reference(o.api_version, o.kind, o.name) for o in resource.owner_references):
             await self.c.delegation.warn_before_claim(obj, claim_warning)
-        await kind.before_write(decision)
         async with holders.gate.claiming():
             holder = await holders.current(scope)
             if holder.deleting:
@@ -316,32 +300,17 @@ class MachineReconciler:
                 return MachineSetState(decision)
             entry = hot.ledger_entry()
             if entry != kept:
-                # Count this write where no writer of the MachineSet can erase it, before it is
-                # sent, the first one included (a crash between the two over-counts by one,
-                # never under-counts). With it, the counts of every other write the pass is about
-                # to make: one holder write for a fleet-wide pass, not one per MachineSet.
-                # A count another worker's holder write already carries (in flight) waits for
-                # that write, without planning the fleet again or writing it a second time: the
-                # pass's first workers all arrive here before the first holder write is answered.
-                ahead = {} if memory.counting.get(resource.uid) == entry else self._counts_ahead(key, resource.uid)
-                memory.counting.update(ahead)
-                try:
-                    await scope.ledger.keep({hot_loop_key(uid): e.to_data() for uid, e in
-                                             [(resource.uid, entry), *ahead.items()]})
-                except (ApiError, LedgerWriteFailed) as exc:
+                # Counted where no writer of the MachineSet can erase it, before it is sent, the
+                # first one included (a crash between the two over-counts by one, never under).
+                refused = await self._keep_count(key, resource.uid, entry, scope)
+                if refused is not None:
                     # Refused or cut off: this MachineSet's outcome. `NotLeader` and the like go
                     # up as a refused patch would (the loop writes nothing more and says why).
-                    return self._not_counted(decision, exc)
-                finally:
-                    for uid in ahead:
-                        memory.counting.pop(uid, None)
-                # Counted, not yet written: their own reconcile finds the count there and reuses it.
-                memory.unsent.update(ahead)
-            annotations = record_annotations(decision, hot, now_utc())
+                    return self._not_counted(decision, refused)
             memory.sending[key] = resource.resource_version
             try:
                 with write_preconditions(self.c.cluster.upgrade_gate):
-                    await scope.writer.patch_boot_image(obj, decision, annotations, holder)
+                    await scope.writer.patch_boot_image(obj, decision, hot, holder)
             except Exception as exc:
                 # Not known to be applied: the next attempt reuses the count kept for this one
                 # rather than counting again, so an API server outage or a run of conflicts never
@@ -360,6 +329,28 @@ class MachineReconciler:
         memory.superseded[key] = resource.resource_version
         await kind.after_write(decision)
         return MachineSetState(decision, patched=True)
+
+    async def _keep_count(self, key: str, uid: str, entry: LedgerEntry,
+                          scope: ClaimScope) -> ApiError | LedgerWriteFailed | None:
+        """Keep this write's count in the claim holder, with the counts of every other write the
+        pass is about to make: one holder write for a fleet-wide pass, not one per MachineSet. A
+        count another worker's holder write already carries (in flight) waits for that write,
+        without planning the fleet again or writing it a second time: the pass's first workers all
+        arrive here before the first holder write is answered. The holder write's failure is
+        returned (nothing is known to be kept)."""
+        memory = self.memory
+        ahead = {} if memory.counting.get(uid) == entry else self._counts_ahead(key, uid)
+        memory.counting.update(ahead)
+        try:
+            await scope.ledger.keep({hot_loop_key(u): e.to_data() for u, e in [(uid, entry), *ahead.items()]})
+        except (ApiError, LedgerWriteFailed) as exc:
+            return exc
+        finally:
+            for other in ahead:
+                memory.counting.pop(other, None)
+        # Counted, not yet written: their own reconcile finds the count there and reuses it.
+        memory.unsent.update(ahead)
+        return None
 
     def _counts_ahead(self, key: str, uid: str) -> dict[str, LedgerEntry]:
         """uid -> the count of the next write of every other object of this kind that the offline

@@ -20,7 +20,9 @@ from ..core.conflicts import WriterConflict
 from ..core.context import ClusterFacts, PlanningContext
 from ..core.model import BootImageDecision
 from ..core.verification import VerificationOutcome
+from ..kube.informer import resource_version
 from ..vsphere.template_refresh import RefreshOutcome
+from .keys import uid_of
 
 # Failures retried with backoff when the API server's answer allows it (the others wait for the
 # next change or resync).
@@ -123,14 +125,30 @@ class WriteMemory:
     # uid -> an offline decision made ahead of the object's own reconcile (see `PlannedAhead`).
     planned: dict[str, PlannedAhead] = field(default_factory=dict)
 
-    def seen(self, key: str, uid: str) -> None:
-        """The object under `key` has `uid`: counts kept for an object of that name deleted and
-        created again are dropped (they belong to the old uid)."""
+    def wrote(self, key: str, old: dict[str, Any]) -> bool:
+        """Whether a change of `key` from `old` is our own patch landing (the triggers' `OwnWrites`):
+        our patches test the resourceVersion they replace, so the version after `old` is ours when
+        `old` is the one our last patch of this key replaced, or the one a patch still waiting for
+        its answer tests (a fifth of the watch events came first). The triggers put these echoes
+        behind the keys still to be written. A patch in flight that loses to another writer fails
+        its test and is planned again from a fresh read at once, so that writer's change is never
+        left unanswered."""
+        rv = resource_version(old)
+        return rv is not None and rv in (self.superseded.get(key), self.sending.get(key))
+
+    def observe(self, key: str, obj: dict[str, Any]) -> bool:
+        """Remember the uid under `key` (counts kept for an object of that name deleted and created
+        again belong to the old uid and are dropped); True when `obj` is worth planning: not a
+        version our own patch already replaced, which the cache may still show. Planning that one
+        would only send a patch doomed to fail its resourceVersion test, and the watch event of our
+        write follows."""
+        uid = uid_of(obj)
         old = self.uids.get(key)
         if old != uid:
             if old is not None:
                 self._forget_uid(old)
             self.uids[key] = uid
+        return resource_version(obj) != self.superseded.get(key)
 
     def forget(self, key: str) -> None:
         """The object is gone: nothing about it is kept."""

@@ -223,6 +223,13 @@ class ClusterView:
         blocker = upgrade_blocker(self.store.one("clusterversion"))
         return None if blocker is None else UpgradeGateClosed(blocker)
 
+    def context_to_plan(self) -> PlanningContext | None:
+        """The planning context while boot images may be planned and written; None when the
+        cluster-wide inputs do not parse or an upgrade is in progress or its state unknown (SPEC
+        section 3). The status key says which; nothing is written meanwhile."""
+        ctx = self.inputs().context
+        return ctx if ctx is not None and self.upgrade_gate() is None else None
+
     def objects(self) -> ClusterObjects:
         one = self.store.one
         # Control-plane Nodes carry the master label, the control-plane label, or both.

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any, Protocol
 
-from ..constants import CAPI_MACHINESET, CAPI_NAMESPACE, MACHINESET_KIND, Manager
+from ..constants import MACHINESET_KIND, Manager
 from ..core.capi.verification import capi_keys_of_machine, infra_ref
 from ..core.cluster import (
     CAPI_MACHINE_READ,
@@ -28,15 +28,13 @@ from ..core.cluster import (
     NODE_READS,
     TEMPLATE_READS,
     VERIFICATION_READS,
-    provider_spec_platforms,
     upgrade_blocker,
 )
 from ..core.companion import McoPass
 from ..core.model import get_path
-from ..core.planner import authoritative_api
 from ..core.verification import machine_set_names
 from ..kube.informer import Informer, resource_version
-from .keys import CLAIMS_KEY, machine_key, relevant_view
+from .keys import CLAIMS_KEY, machine_key, machine_update
 from .loop import KeySink
 from .state import MachineSetState
 from .store import CAPI_HOLDER, MAPI_HOLDER, ClusterView, InformerStore
@@ -45,7 +43,8 @@ Handler = Callable[..., None]
 
 
 class OwnWrites(Protocol):
-    """Who knows our own patches: `reconcile.machines.MachineReconciler` (it sends them)."""
+    """Who knows our own patches: the machine reconciler's `reconcile.state.WriteMemory` (it
+    records each patch as it is sent)."""
 
     def wrote(self, key: str, old: dict[str, Any]) -> bool:
         """Whether a machine object's change from this old version is our own patch landing."""
@@ -122,18 +121,17 @@ class Triggers:
         self.sink.add(machine_key(obj))
 
     def _machine_updated(self, old: dict[str, Any], new: dict[str, Any]) -> None:
-        if relevant_view(old) == relevant_view(new):
+        update = machine_update(old, new)
+        if update is None:
             return
-        if provider_spec_platforms([old]) != provider_spec_platforms([new]):
+        if update.platform_evidence:
             self._platform_evidence_changed()
-        key = machine_key(new)
-        if self.own_writes is not None and self.own_writes.wrote(key, old):
-            self.sink.add_after(key, OWN_WRITE_ECHO_DELAY)
+        if self.own_writes is not None and self.own_writes.wrote(update.key, old):
+            self.sink.add_after(update.key, OWN_WRITE_ECHO_DELAY)
         else:
-            self.sink.add(key)
-        if authoritative_api(old) != authoritative_api(new) and new.get("kind") == MACHINESET_KIND:
-            # A Machine API pool changed sides: its CAPI mirror's decision changes with it.
-            self.sink.add(f"{CAPI_MACHINESET}/{CAPI_NAMESPACE}/{(new.get('metadata') or {}).get('name', '')}")
+            self.sink.add(update.key)
+        if update.mirror is not None:
+            self.sink.add(update.mirror)
 
     def _machine_deleted(self, obj: dict[str, Any]) -> None:
         self._platform_evidence_changed()

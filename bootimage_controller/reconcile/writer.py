@@ -46,7 +46,7 @@ from ..constants import (
     MERGE_PATCH,
 )
 from ..core.capi.resources import same_template_spec
-from ..core.claims import JsonPatch, boot_image_patch, release_patch
+from ..core.claims import HotLoopRecord, JsonPatch, boot_image_patch, record_annotations, release_patch
 from ..core.model import BootImageDecision
 from ..kube.api_errors import ApiError, Conflict, NotFound
 from ..kube.client import call_and_discard, object_path, write_and_discard
@@ -181,10 +181,12 @@ class MachineSetWriter:
 
     # ---- MachineSets --------------------------------------------------------------------------
     async def patch_boot_image(
-        self, obj: Mapping[str, Any], decision: BootImageDecision, annotations: Mapping[str, str], holder: Holder
+        self, obj: Mapping[str, Any], decision: BootImageDecision, hot: HotLoopRecord, holder: Holder
     ) -> None:
-        """Raises `Conflict` (re-read and re-plan), `NotFound` (deleted meanwhile), other `ApiError`s."""
-        ops = boot_image_patch(obj, decision.changes, annotations, holder.uid)
+        """The decision's changes, our record of them (`hot`: this write's count) and our claim, in
+        one JSON patch. Raises `Conflict` (re-read and re-plan), `NotFound` (deleted meanwhile),
+        other `ApiError`s."""
+        ops = boot_image_patch(obj, decision.changes, record_annotations(decision, hot, now_utc()), holder.uid)
         await self.patch(obj, ops, "patch boot image")
 
     async def claim(self, obj: Mapping[str, Any], holder: Holder) -> bool:

@@ -211,18 +211,18 @@ async def test_the_watch_event_of_our_patch_is_recognised_as_ours_and_no_other(a
     wrote, is not."""
     ctl, writer, _ = make_controller(api, machineset(rv="10"), machineset("other", rv="10"))
     machines = ctl.parts.machines
-    assert not machines.wrote(KEY, machineset(rv="10"))  # nothing written yet
+    assert not machines.memory.wrote(KEY, machineset(rv="10"))  # nothing written yet
     writer.finish_patch.clear()
     reconciling = asyncio.ensure_future(ctl.reconcile(KEY))
     await writer.in_patch.wait()
     # Sent, not answered: its watch event may come first, and is ours all the same.
-    assert machines.wrote(KEY, machineset(rv="10"))
+    assert machines.memory.wrote(KEY, machineset(rv="10"))
     writer.finish_patch.set()
     await reconciling
     assert ctl.states[KEY].patched
-    assert machines.wrote(KEY, machineset(rv="10"))
-    assert not machines.wrote(KEY, machineset(rv="11"))
-    assert not machines.wrote("MachineSet/openshift-machine-api/other", machineset("other", rv="10"))
+    assert machines.memory.wrote(KEY, machineset(rv="10"))
+    assert not machines.memory.wrote(KEY, machineset(rv="11"))
+    assert not machines.memory.wrote("MachineSet/openshift-machine-api/other", machineset("other", rv="10"))
 
 
 async def test_the_fourth_write_is_a_typed_hot_loop(api: ApiClient) -> None:
