@@ -136,6 +136,13 @@ class Holders:
     async def current(self, scope: ClaimScope) -> Holder:
         return self.cached(scope) or await scope.writer.ensure_holder()
 
+    @contextlib.asynccontextmanager
+    async def claiming(self, scope: ClaimScope) -> AsyncIterator[Holder]:
+        """Under the claims gate (no release runs meanwhile), the holder a claim written now names.
+        A holder being deleted is yielded too: its caller writes no claim to it."""
+        async with self.gate.claiming():
+            yield await self.current(scope)
+
     async def forget_hot_loops(self, uids: list[str], scope: ClaimScope) -> None:
         """Drop the holder's counts for these objects (opted out, or gone), if it has any."""
         stale = [uid for uid in uids if self.kept_hot_loop(uid, scope) is not None]

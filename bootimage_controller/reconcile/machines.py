@@ -20,13 +20,8 @@ import structlog
 
 from .. import observability as obs
 from ..constants import ANNOTATION_HOT_LOOP, MACHINESET_KIND, Action, Manager, Reason
-from ..core.capi.resources import capi_kind_key
 from ..core.claims import (
-    LedgerEntry,
     hot_loop_check,
-    hot_loop_key,
-    target_digest,
-    target_fingerprint,
 )
 from ..core.cloud.facts import CloudFacts
 from ..core.context import ClusterFacts, PlanningContext
@@ -38,7 +33,8 @@ from ..kube.api_errors import ApiError, Conflict, NotFound
 from ..kube.fence import UpgradeGateClosed, write_preconditions
 from ..kube.retry import CONFLICT_ATTEMPTS, CONNECTION_ERRORS, describe, gave_up_on_conflicts
 from ..kube.workqueue import DONE, ReconcileResult
-from .claim_reconciler import ClaimScope, Holders
+from .claim_reconciler import Holders
+from .counting import HotLoopCounts
 from .delegation import Delegation
 from .event_rules import (
     EventSink,
@@ -53,7 +49,7 @@ from .event_rules import (
 from .keys import CLAIMS_KEY, is_claimed, machine_key, split_key, uid_of
 from .kinds import MachineKind
 from .ledger import LedgerWriteFailed
-from .state import MachineSetState, PlannedAhead, WriteMemory
+from .state import MachineSetState, WriteMemory
 from .store import ClusterView, InformerStore
 from .templates import FencedTemplateRefresh, tell_template_sharers
 from .verification import BootVerification
@@ -92,6 +88,7 @@ class MachineReconciler:
         self.kinds = kinds  # by the key's kind (the informer role)
         self.c = collaborators  # short: it is on every other line
         self.memory = WriteMemory()
+        self.counts = HotLoopCounts(collaborators.store, collaborators.cluster, collaborators.holders, self.memory)
 
     async def reconcile(self, key: str) -> ReconcileResult[MachineSetState]:
         kind_name, namespace, name = split_key(key)
@@ -291,8 +288,7 @@ class MachineReconciler:
             return MachineSetState.failed(decision, refusal.reason, refusal.message)
         if not any(is_our_owner_reference(o.api_version, o.kind, o.name) for o in resource.owner_references):
             await self.c.delegation.warn_before_claim(obj, claim_warning)
-        async with holders.gate.claiming():
-            holder = await holders.current(scope)
+        async with holders.claiming(scope) as holder:
             if holder.deleting:
                 # Claims are being released: not an error. This MachineSet is patched (and claimed
                 # under a new holder) once the old holder is gone (the triggers re-queue it).
@@ -302,7 +298,7 @@ class MachineReconciler:
             if entry != kept:
                 # Counted where no writer of the MachineSet can erase it, before it is sent, the
                 # first one included (a crash between the two over-counts by one, never under).
-                refused = await self._keep_count(key, resource.uid, entry, scope)
+                refused = await self.counts.keep(key, resource.uid, entry, scope)
                 if refused is not None:
                     # Refused or cut off: this MachineSet's outcome. `NotLeader` and the like go
                     # up as a refused patch would (the loop writes nothing more and says why).
@@ -330,68 +326,6 @@ class MachineReconciler:
         await kind.after_write(decision)
         return MachineSetState(decision, patched=True)
 
-    async def _keep_count(self, key: str, uid: str, entry: LedgerEntry,
-                          scope: ClaimScope) -> ApiError | LedgerWriteFailed | None:
-        """Keep this write's count in the claim holder, with the counts of every other write the
-        pass is about to make: one holder write for a fleet-wide pass, not one per MachineSet. A
-        count another worker's holder write already carries (in flight) waits for that write,
-        without planning the fleet again or writing it a second time: the pass's first workers all
-        arrive here before the first holder write is answered. The holder write's failure is
-        returned (nothing is known to be kept)."""
-        memory = self.memory
-        ahead = {} if memory.counting.get(uid) == entry else self._counts_ahead(key, uid)
-        memory.counting.update(ahead)
-        try:
-            await scope.ledger.keep({hot_loop_key(u): e.to_data() for u, e in [(uid, entry), *ahead.items()]})
-        except (ApiError, LedgerWriteFailed) as exc:
-            return exc
-        finally:
-            for other in ahead:
-                memory.counting.pop(other, None)
-        # Counted, not yet written: their own reconcile finds the count there and reuses it.
-        memory.unsent.update(ahead)
-        return None
-
-    def _counts_ahead(self, key: str, uid: str) -> dict[str, LedgerEntry]:
-        """uid -> the count of the next write of every other object of this kind that the offline
-        plan says to patch now, as its own reconcile will compute it.
-
-        Counting them ahead costs one offline plan of each (50 us) and makes the pass's other
-        writes find their count already kept. Only first writes of a target are counted ahead: an
-        object with a count for its target already has a write of it made or in flight (or the
-        cache shows it before our write landed), and its own reconcile counts its next write. A
-        count kept for a write that then does not happen (the cloud or an admin changed the
-        decision) is reused by the next write of that target in this process; after a restart it
-        over-counts by one, never under-counts.
-        """
-        kind_name = split_key(key)[0]
-        kind = self.kinds[kind_name]
-        ctx = self.c.cluster.inputs().context
-        if ctx is None:
-            return {}
-        memory, holders = self.memory, self.c.holders
-        ahead: dict[str, LedgerEntry] = {}
-        for other in self.c.store.list(kind_name):
-            other_uid = uid_of(other)
-            if other_uid == uid or not other_uid or other_uid in memory.counting:
-                continue
-            decision = plan_object(other, self.c.store, ctx, ctx.facts)
-            if decision.action is not Action.PATCH or decision.manager is not Manager.OURS:
-                continue
-            if capi_kind_key(other) is None:  # a Cluster API object's plan also reads the store
-                memory.planned[other_uid] = PlannedAhead(other, ctx, ctx.facts, decision)
-            kept = holders.kept_hot_loop(other_uid, kind.scope)
-            if kept is not None and kept.digest == target_digest(target_fingerprint(decision)):
-                continue
-            # The planner parsed the object to say PATCH, its annotations included: read them as
-            # they are rather than parse it all again (25 us each, before the pass's first patch).
-            annotations = (other.get("metadata") or {}).get("annotations") or {}
-            hot = hot_loop_check(annotations, decision, memory.hot_loops.get(other_uid), kept,
-                                 memory.unsent.get(other_uid))
-            if hot is not None and hot.count == 1:
-                ahead[other_uid] = hot.ledger_entry()
-        return ahead
-
     @staticmethod
     def _not_counted(decision: BootImageDecision, exc: ApiError | LedgerWriteFailed) -> MachineSetState:
         message = f"not sent: the hot-loop count could not be kept in the claim holder: {describe(exc)}"
@@ -401,8 +335,7 @@ class MachineReconciler:
     async def _claim_from_mco(self, kind: MachineKind, obj: dict[str, Any], claim_warning: str | None) -> None:
         await self.c.delegation.warn_before_claim(obj, claim_warning)
         holders = self.c.holders
-        async with holders.gate.claiming():
-            holder = await holders.current(kind.scope)
+        async with holders.claiming(kind.scope) as holder:
             if holder.deleting:
                 self.c.enqueue(CLAIMS_KEY)  # claimed under the next holder
                 return

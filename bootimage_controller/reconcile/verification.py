@@ -234,8 +234,7 @@ class BootVerification:
         holders = self.holders
         # The patch re-asserts our claim: under the claims gate, never to a holder being deleted,
         # like every other claim (machines.py). A release in progress: the next event rolls back.
-        async with holders.gate.claiming():
-            holder = await holders.current(kind.scope)
+        async with holders.claiming(kind.scope) as holder:
             if holder.deleting:
                 return replace(outcome, rollback_pending=True)
             # A CAPI object is rolled back as `rollback` does: infrastructureRef.name to the previous template.

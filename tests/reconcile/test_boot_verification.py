@@ -3,7 +3,9 @@ races or is held back: what is reported is what was written (SPEC section 3b).""
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -69,6 +71,11 @@ class FakeHolders:
 
     async def current(self, scope: Any) -> Holder:
         return Holder("holder-uid", self.deleting)
+
+    @contextlib.asynccontextmanager
+    async def claiming(self, scope: Any) -> AsyncIterator[Holder]:
+        async with self.gate.claiming():
+            yield await self.current(scope)
 
 
 def written_by_us() -> dict[str, Any]:

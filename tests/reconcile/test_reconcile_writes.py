@@ -36,6 +36,7 @@ from bootimage_controller.core.skew.verdict import SkewLimits
 from bootimage_controller.kube.api_errors import Invalid, conflict
 from bootimage_controller.kube.fence import NotLeader
 from bootimage_controller.reconcile import assembly as assembly_module
+from bootimage_controller.reconcile import counting as counting_module
 from bootimage_controller.reconcile import machines as machines_module
 from bootimage_controller.reconcile import reporting
 from bootimage_controller.reconcile.assembly import Hooks, ReconcileOptions, Reconcilers, Writers, assemble
@@ -325,6 +326,7 @@ async def test_a_pass_plans_each_machineset_once_unless_it_changed_after_the_cou
         return plan_object(obj, *args)
 
     monkeypatch.setattr(machines_module, "plan_object", counting)
+    monkeypatch.setattr(counting_module, "plan_object", counting)  # the counts ahead plan there
     names = [f"ms-{i}" for i in range(10)]
     ctl, writer, _ = make_controller(api, *(machineset(n) for n in names))
     await ctl.reconcile("MachineSet/openshift-machine-api/ms-0")
