@@ -20,9 +20,7 @@ import structlog
 
 from .. import observability as obs
 from ..constants import ANNOTATION_HOT_LOOP, MACHINESET_KIND, Action, Manager, Reason
-from ..core.claims import (
-    hot_loop_check,
-)
+from ..core.claims import hot_loop_check
 from ..core.cloud.facts import CloudFacts
 from ..core.context import ClusterFacts, PlanningContext
 from ..core.lookups import plan_object, wants_cloud, with_cloud_answer
