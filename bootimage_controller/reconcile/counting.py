@@ -26,13 +26,15 @@ class HotLoopCounts:
     """`memory` is the machine reconciler's: the counts in flight, the counts kept for writes not
     yet sent, and the offline plans made ahead all live there."""
 
-    def __init__(self, store: InformerStore, cluster: ClusterView, holders: Holders, memory: WriteMemory) -> None:
+    def __init__(self, store: InformerStore, cluster: ClusterView, holders: Holders,
+                 memory: WriteMemory) -> None:
         self.store = store
         self.cluster = cluster
         self.holders = holders
         self.memory = memory
 
-    async def keep(self, key: str, uid: str, entry: LedgerEntry, scope: ClaimScope) -> ApiError | LedgerWriteFailed | None:
+    async def keep(self, key: str, uid: str, entry: LedgerEntry,
+                   scope: ClaimScope) -> ApiError | LedgerWriteFailed | None:
         """Keep the count of `key`'s write in the claim holder, with the counts of every other write
         the pass is about to make. A count another worker's holder write already carries (in
         flight) waits for that write, without planning the fleet again or writing it a second time:

@@ -3,8 +3,9 @@ reconciler remembers between keys.
 
 One way back: the machine reconciler returns a `kube.workqueue.ReconcileResult` whose `state` is
 the key's `MachineSetState`; the loop hands that state to the status reconciler, which keeps every
-key's last outcome and lends it out read-only (`StatusReconciler.outcomes`). The reconcilers' own memories (`WriteMemory`, the companion rules'
-`DisagreementClock`) are private to the one that writes them.
+key's last outcome and lends it out read-only (`StatusReconciler.outcomes`). The reconcilers' own
+memories (`WriteMemory`, the companion rules' `DisagreementClock`) are private to the one that
+writes them.
 """
 
 from __future__ import annotations

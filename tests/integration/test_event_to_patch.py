@@ -98,6 +98,9 @@ class PackageCalls:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def stop(self) -> None:
         sys.setprofile(None)
 
     def hook(self, frame: FrameType, event: str, _arg: object) -> None:
@@ -176,7 +179,7 @@ async def test_the_line_from_a_watch_event_to_the_patch_on_the_wire(
         if queued and not sent and method == "PATCH" and path.endswith(f"/machinesets/{NAME}"):
             sent.append(files_on(traceback.extract_stack()))
             read_worker_line()
-            calls.__exit__()  # recorded: the rest of the test runs at full speed
+            calls.stop()  # recorded: the rest of the test runs at full speed
         if queued and not counted and method == "PATCH" and path.endswith(f"/configmaps/{CLAIM_HOLDER_NAME}"):
             counted.append(files_on(traceback.extract_stack()))
         return await real_request(self, method, url, *args, **kwargs)
