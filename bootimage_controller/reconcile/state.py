@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..constants import EVENT_FIRST_BOOT_FAILED, Reason
+from ..constants import EVENT_FIRST_BOOT_FAILED, Action, Reason
 from ..core.claims import HotLoopRecord, LedgerEntry
 from ..core.companion import Disagreement
 from ..core.conflicts import WriterConflict
@@ -83,6 +83,18 @@ class MachineSetState:
         if self.error is None:
             return None
         return f"{self.error_reason or Reason.PATCH_FAILED}: {self.error}"
+
+    @property
+    def settled(self) -> bool:
+        """Current, or not ours to write, and nothing wrong: what every MachineSet of a settled
+        fleet reports. A pass of nothing but these changes no status, so no mid-pass report is
+        made for it (SPEC section 7, invariant 5, however long the pass takes)."""
+        return (
+            self.decision.action in (Action.NOOP, Action.SKIP)
+            and not self.updated
+            and self.error is None
+            and self.boot_failure is None
+        )
 
     @property
     def retried(self) -> bool:

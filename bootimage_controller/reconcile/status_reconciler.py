@@ -49,6 +49,7 @@ class StatusReconciler:
         self.machine_kinds = machine_kinds
         self.on_pass = on_pass
         self.clock = clock
+        self._unsettled = 0  # outcomes that are not `settled`: kept as they are recorded
 
     async def reconcile(self, _key: str) -> ReconcileResult[None]:
         self.report()
@@ -56,15 +57,22 @@ class StatusReconciler:
 
     def record(self, key: str, state: MachineSetState | None) -> None:
         """A machine key's outcome, handed over by the loop (None: the object is gone)."""
+        before = self._states.get(key)
+        if before is not None and not before.settled:
+            self._unsettled -= 1
         if state is None:
             self._states.pop(key, None)
         else:
-            self._states[key] = state
+            self._states[key] = state  # in place: the reports list outcomes in a stable order
+            self._unsettled += not state.settled
 
     def after_machine_key(self) -> None:
         """The status key waits behind every key queued before it: during a long pass report
-        progress from here too, when the status clock says a mid-pass report is due."""
-        if self.clock.report_due():
+        progress from here too, when the status clock says a mid-pass report is due and the pass
+        has something to say. Until an outcome is not `settled` (a patch, an error), a mid-pass
+        report could only say "Progressing" for the keys not reached yet, and the report at the
+        end would take it back: two status writes on a fleet with nothing to do."""
+        if self.clock.report_due() and self._unsettled:
             self.report()
 
     def report(self) -> None:

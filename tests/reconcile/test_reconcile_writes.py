@@ -42,6 +42,7 @@ from bootimage_controller.reconcile import reporting
 from bootimage_controller.reconcile.assembly import Hooks, ReconcileOptions, Reconcilers, Writers, assemble
 from bootimage_controller.reconcile.claim_reconciler import ClaimGate, release_all_claims
 from bootimage_controller.reconcile.keys import CLAIMS_KEY
+from bootimage_controller.reconcile.status_clock import StatusClock
 from bootimage_controller.reconcile.store import InformerStore, build_informers
 from bootimage_controller.reconcile.writer import Holder
 
@@ -157,13 +158,17 @@ class QueuedKeys(list[str]):
         self.append(key)
 
 
-def make_controller(api: ApiClient, *machinesets: dict[str, Any], before_patch: Any = None) -> tuple[Harness, FakeWriter, QueuedKeys]:
+def make_controller(
+    api: ApiClient, *machinesets: dict[str, Any], before_patch: Any = None,
+    on_pass: Any = None, status_clock: StatusClock | None = None,
+) -> tuple[Harness, FakeWriter, QueuedKeys]:
     writer = FakeWriter()
     events = FakeEvents()
     store = InformerStore(build_informers(api, CAPI_VERSIONS[-1]))
     queued = QueuedKeys()
+    hooks = Hooks(stub_check=before_patch, events=events, on_pass=on_pass, status_clock=status_clock or StatusClock())
     parts = assemble(store, Writers(writer, FakeWriter(), CAPI_VERSIONS[-1]), ReconcileOptions(),  # type: ignore[arg-type]
-                     Hooks(stub_check=before_patch, events=events), queued)
+                     hooks, queued)
     ctl = Harness(parts, events)
     fill(ctl, "bootimages", bootimages_configmap("coreos-bootimages-4.22-multistream.yaml"))
     fill(ctl, "infrastructure", infrastructure("AWS"))
@@ -568,6 +573,31 @@ async def test_mid_pass_counts_cover_the_whole_fleet(api: ApiClient) -> None:
     reporter(ctl.view())
     assert reporter.summary.machinesets.total == 3 and reporter.summary.pending == 2
     assert reporter.summary.progress_message().startswith("Reconciled 1 of 3 MAPI MachineSets")
+
+
+async def test_a_mid_pass_report_waits_until_the_pass_has_something_to_say(api: ApiClient) -> None:
+    """A restart on a settled fleet writes no status however long its pass (SPEC section 7,
+    invariant 5): with a report due after every key, the current MachineSets make none (it could
+    only say Progressing for the keys not reached, which the end of the pass takes back), and the
+    first patch makes one that counts the whole fleet."""
+    reports: list[tuple[int, int]] = []
+
+    def on_pass(view: Any) -> None:
+        reports.append((len(view.states), len(view.unplanned)))
+
+    every_key = StatusClock(progress_interval=0.0)
+    current = [machineset(f"current-{i}", provider_spec={"ami": NEW_AMI}) for i in range(3)]
+    ctl, _, _ = make_controller(api, *current, machineset("stale"), on_pass=on_pass, status_clock=every_key)
+    for i in range(3):
+        await ctl.reconcile(f"MachineSet/openshift-machine-api/current-{i}")
+    assert all(state.settled for state in ctl.states.values()) and reports == []
+    await ctl.reconcile("MachineSet/openshift-machine-api/stale")
+    assert ctl.states["MachineSet/openshift-machine-api/stale"].patched
+    assert reports == [(4, 0)]
+    fill(ctl, "MachineSet", *current, machineset("stale", rv="11", provider_spec={"ami": NEW_AMI}))
+    await ctl.reconcile("MachineSet/openshift-machine-api/stale")  # the echo: current now, settled
+    assert ctl.states["MachineSet/openshift-machine-api/stale"].settled
+    assert reports == [(4, 0)]  # nothing left unsettled: no more mid-pass reports
 
 
 async def test_a_refusal_for_good_waits_for_a_change_and_a_busy_server_is_retried(api: ApiClient) -> None:
