@@ -34,11 +34,14 @@ def deprecating_ec2(moto_url: str, deprecated: dict[str, str]) -> Iterator[str]:
                 for ami, when in deprecated.items():
                     tag = f"<imageId>{ami}</imageId>".encode()
                     data = data.replace(tag, tag + f"<deprecationTime>{when}</deprecationTime>".encode())
-            self.send_response(status)
-            self.send_header("Content-Type", kind)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", kind)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the daemon stopped with a lookup in flight (the end of its test): nobody to answer
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
