@@ -24,27 +24,40 @@ export BOOTIMAGE_KUSTOMIZE="${BOOTIMAGE_KUSTOMIZE:-$HOME/.cache/bootimage-contro
 # The MCO's way of naming a new AWSMachineTemplate, with CAPA's Go types (tests/core/capi/test_template_names.py):
 # built once from Go modules (about 3 minutes), cached by its sources.
 bash hack/build-capi-template-name.sh
-# The soak (6 minutes of a settled fleet, tests/soak) waits more than it works: with no arguments it
-# runs beside the suite, in a pytest process and a control plane of its own. After it, in the same
-# process, the forecast beside the real MCO on GCP and Azure (tests/integration/test_forecast_platforms.py,
-# two minutes that mostly wait on the MCO's resync): the soak ends minutes before the suite, and the
-# suite's workers are spared them (10m53s on 2 cores with them, over its 10-minute budget).
-# The 60 s API server outage (tests/integration/test_daemon_outage.py: its server is stopped, nothing
-# runs) waits beside the suite too, in a process of its own (10m26s with it in the suite), and after
-# it the five idle minutes of tests/integration/test_absent_kinds.py (an absent kind's cost) and the
-# AWS forecast beside the real MCO (tests/integration/test_real_mco.py, 16 kinds, 75 s of MCO resyncs).
-soak_pid=""
-outage_pid=""
+# Python in this image writes no bytecode (PYTHONDONTWRITEBYTECODE=1): every pytest process would then
+# compile and assertion-rewrite all the test modules again (16 s of CPU each; collection took the four
+# workers 50 s on 2 cores). One collection writes them first, and every process after it reads them.
+unset PYTHONDONTWRITEBYTECODE
+.venv/bin/python -m pytest -q -p no:cacheprovider --soak --collect-only >/dev/null
+# Three processes wait more than they work, so with no arguments they run beside the suite, each in a
+# pytest process (and a control plane) of its own:
+# - the soak: 6 minutes of a settled fleet (tests/soak);
+# - the idle minutes: the 60 s API server outage (tests/integration/test_daemon_outage.py: its server is
+#   stopped, nothing runs), then the five idle minutes of tests/integration/test_absent_kinds.py (an
+#   absent kind's cost);
+# - the real MCO: the forecast beside it on AWS (tests/integration/test_real_mco.py, 16 kinds, 75 s of
+#   MCO resyncs), then on GCP and Azure (tests/integration/test_forecast_platforms.py).
+# Two processes (the forecasts after the soak and after the idle minutes) each took 10 to 10.5
+# minutes, longer than the suite; three end minutes before it.
 beside=()
+pids=()
+logs=()
+titles=()
+run_beside() {
+  local title="$1" log
+  shift
+  log="$(mktemp)"
+  .venv/bin/python -m pytest -q -rs -p no:cacheprovider "$@" >"$log" 2>&1 &
+  pids+=("$!")
+  logs+=("$log")
+  titles+=("$title")
+}
 if [ "$#" -eq 0 ]; then
-  soak_log="$(mktemp)"
-  .venv/bin/python -m pytest -q -rs -p no:cacheprovider --soak tests/soak tests/integration/test_forecast_platforms.py \
-    >"$soak_log" 2>&1 &
-  soak_pid=$!
-  outage_log="$(mktemp)"
-  .venv/bin/python -m pytest -q -rs -p no:cacheprovider tests/integration/test_daemon_outage.py \
-    tests/integration/test_absent_kinds.py tests/integration/test_real_mco.py >"$outage_log" 2>&1 &
-  outage_pid=$!
+  run_beside "the soak (tests/soak; beside the suite):" --soak tests/soak
+  run_beside "the API server outage and absent kinds (test_daemon_outage.py, test_absent_kinds.py; beside the suite):" \
+    tests/integration/test_daemon_outage.py tests/integration/test_absent_kinds.py
+  run_beside "the forecast beside the real MCO on AWS, GCP and Azure (test_real_mco.py, test_forecast_platforms.py; beside the suite):" \
+    tests/integration/test_real_mco.py tests/integration/test_forecast_platforms.py
   beside=(--ignore=tests/integration/test_forecast_platforms.py --ignore=tests/integration/test_daemon_outage.py
           --ignore=tests/integration/test_absent_kinds.py --ignore=tests/integration/test_real_mco.py)
 fi
@@ -52,25 +65,20 @@ fi
 # Four workers (one file at a time each, each with its own loopback control plane): most integration
 # tests wait on a server (a lease to expire, a first-boot deadline), so more workers than cores fill
 # those waits on 2 cores; with two the suite took 10.4 minutes at b4c0370, with three 10.4-11.2 at
-# 2c63944-46d5c6d, over its 10-minute budget. Not `-q`: quiet, xdist says "bringing up nodes..." twice
-# off a terminal; at the default verbosity it says how many workers and tests instead.
+# 2c63944-46d5c6d, over its 10-minute budget. `--no-loadscope-reorder`: the workers take the files in
+# the order tests/conftest.py gives (the minute-long ones first), not xdist's (most tests first).
+# Not `-q`: quiet, xdist says "bringing up nodes..." twice off a terminal; at the default verbosity it
+# says how many workers and tests instead.
 rc=0
-.venv/bin/python -m pytest -p no:cacheprovider -n 4 --dist loadfile --durations=15 -rs "${beside[@]}" "$@" || rc=$?
+.venv/bin/python -m pytest -p no:cacheprovider -n 4 --dist loadfile --no-loadscope-reorder --durations=15 -rs \
+  "${beside[@]}" "$@" || rc=$?
 # Each process beside the suite: wait for it, print its output under a title, keep the first failure.
-beside_done() {
-  local pid="$1" log="$2" title="$3" code=0
-  wait "$pid" || code=$?
-  echo "--- $title"
-  cat "$log"
-  rm -f "$log"
+for i in "${!pids[@]}"; do
+  code=0
+  wait "${pids[$i]}" || code=$?
+  echo "--- ${titles[$i]}"
+  cat "${logs[$i]}"
+  rm -f "${logs[$i]}"
   if [ "$rc" -eq 0 ]; then rc=$code; fi
-}
-if [ -n "$soak_pid" ]; then
-  beside_done "$soak_pid" "$soak_log" \
-    "the soak and the forecast beside the real MCO (tests/soak, test_forecast_platforms.py; beside the suite):"
-fi
-if [ -n "$outage_pid" ]; then
-  beside_done "$outage_pid" "$outage_log" \
-    "the API server outage, absent kinds, the AWS forecast beside the real MCO (test_daemon_outage.py, test_absent_kinds.py, test_real_mco.py; beside the suite):"
-fi
+done
 exit "$rc"

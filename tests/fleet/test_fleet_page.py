@@ -15,12 +15,15 @@ import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
+import pytest
 from harness.tools import tool
 
 from .fleetgen import write_fleet
 
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = Path(os.environ.get("BOOTIMAGE_TEST_ARTIFACTS", REPO / "build" / "test-artifacts"))
+
+pytestmark = pytest.mark.heavy  # headless Chromium: scheduled first (tests/conftest.py)
 
 
 def chromium() -> str:

@@ -28,7 +28,7 @@ from bootimage_controller.errors import VersionError
 from . import hosted
 from .fleetgen import GOLDEN, fleet_spec, tree_objects, write_fleet
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.heavy]
 
 REPO = Path(__file__).resolve().parents[2]
 TREES = 200

@@ -299,7 +299,7 @@ def _start_once(
             _apiserver_args(binaries, workdir, etcd_port, api_port, extra_apiserver_args),
         )
         _wait_apiserver(cluster)
-        _install_crds(cluster, crd_dirs)
+        _install_crds(cluster, crd_dirs, rejects_empty_strings=_rejects_empty_strings(cluster, binaries))
         _create_namespaces(cluster, namespaces)
         if with_controller_manager:
             assert binaries.kube_controller_manager is not None
@@ -501,14 +501,14 @@ def crd_documents(crd_dir: Path = CRD_DIR) -> list[dict[str, Any]]:
     return docs
 
 
-def _install_crds(cluster: TestCluster, crd_dirs: Sequence[Path] = ()) -> None:
+def _install_crds(cluster: TestCluster, crd_dirs: Sequence[Path] = (), *, rejects_empty_strings: bool) -> None:
     by_name = {crd["metadata"]["name"]: crd for crd in crd_documents()}
     for crd_dir in crd_dirs:
         by_name.update({crd["metadata"]["name"]: crd for crd in crd_documents(crd_dir)})
     crds = list(by_name.values())
     if not crds:
         raise ClusterStartError(f"no CustomResourceDefinitions found in {CRD_DIR}")
-    if _rejects_empty_strings(cluster):
+    if rejects_empty_strings:
         crds = [allow_empty_strings(crd) for crd in crds]
     base = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
     for crd in crds:
@@ -559,7 +559,12 @@ _PROBE_CRD: Final = {
 }
 
 
-def _rejects_empty_strings(cluster: TestCluster) -> bool:
+# The probe's answer per kube-apiserver binary: a property of the build, so tried on the first cluster
+# a process starts from it, not on each (a CRD created, established and deleted: 1 to 2 s a start).
+_EMPTY_STRING_BUG: dict[Path, bool] = {}
+
+
+def _rejects_empty_strings(cluster: TestCluster, binaries: Binaries) -> bool:
     """Whether this kube-apiserver's CRD validation refuses "" in a string field, tried on it.
 
     kube-apiserver <= 1.20 built with Go >= 1.16 (the plain Debian build) treats "" as null ("must be
@@ -568,6 +573,13 @@ def _rejects_empty_strings(cluster: TestCluster) -> bool:
     kubernetes/kube-openapi#230; ../shared/tools and hack/build-kube-from-debian.sh carry the fix).
     Decided by behaviour, not by version, so that a fixed 1.20 tests the CRDs exactly as they ship.
     """
+    known = _EMPTY_STRING_BUG.get(binaries.kube_apiserver)
+    if known is None:
+        known = _EMPTY_STRING_BUG[binaries.kube_apiserver] = _probe_empty_strings(cluster)
+    return known
+
+
+def _probe_empty_strings(cluster: TestCluster) -> bool:
     base = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
     name = _PROBE_CRD["metadata"]["name"]
     cluster.request("POST", base, _PROBE_CRD)

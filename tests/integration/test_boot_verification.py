@@ -44,7 +44,7 @@ from .fleet import (
     get_ms,
 )
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.heavy]
 
 NEW_GOOD = "ami-0b00700000000d00d"  # the next golden image, which boots
 TIMEOUT = ("--first-boot-timeout", "3s")

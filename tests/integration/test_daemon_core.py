@@ -55,7 +55,7 @@ from .daemon_helpers import (
     wait_for,
 )
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.heavy]
 
 GA_416 = "installer-4.16-416.94.202405291527-0-rhcos.json"
 AWS_416 = {"id": "ami-05483066c3caaccf5"}

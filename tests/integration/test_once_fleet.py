@@ -26,7 +26,7 @@ from bootimage_controller.constants import CLAIM_HOLDER_NAME, EVENT_UPDATED, MAP
 from .daemon_helpers import REPO
 from .fleet import AWS_422, AWS_FIXTURE, ami, base_cluster, machinesets
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.heavy]
 
 FLEET = 400
 EVENTS_PATH = f"/api/v1/namespaces/{MAPI_NAMESPACE}/events"

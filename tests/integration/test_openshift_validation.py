@@ -26,7 +26,7 @@ from harness.objects import (
 )
 from kubernetes_asyncio.client.exceptions import ApiException
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.heavy]
 
 Edit = Callable[[dict[str, Any]], None]
 MANUAL_OCP = {"mode": "Manual", "manual": {"mode": "OCPVersion", "ocpVersion": "4.16.0"}}

@@ -21,7 +21,7 @@ from harness.objects import api_client_for, apply, machineset_from_fixture
 from .daemon_helpers import REPO, audit_writes, audited_cluster
 from .fleet import AWS_FIXTURE, base_cluster
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.heavy]
 
 N = int(os.environ.get("BOOTIMAGE_SETTLED_N", "300"))
 USER = "replica-a"  # its own name in the audit log

@@ -32,7 +32,7 @@ from bootimage_controller.constants import LEASE_NAME, MCO_NAMESPACE
 
 from .daemon_helpers import list_machinesets, start_daemon_process, user_data_secret, wait_for
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.heavy]
 
 LEASE_PATH = f"/apis/coordination.k8s.io/v1/namespaces/{MCO_NAMESPACE}/leases/{LEASE_NAME}"
 FLEET = 120

@@ -21,7 +21,7 @@ from harness.objects import api_client_for, apply, machineset_from_fixture
 from .daemon_helpers import WRITE_VERBS, audited_cluster, list_machinesets, start_daemon_process, wait_for
 from .fleet import AWS_FIXTURE, base_cluster
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.heavy]
 
 USER = "replica-a"
 

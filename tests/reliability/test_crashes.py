@@ -41,7 +41,7 @@ from .scenario import (
     wait_settled_on_416,
 )
 
-pytestmark = [pytest.mark.integration, pytest.mark.reliability]
+pytestmark = [pytest.mark.integration, pytest.mark.reliability, pytest.mark.heavy]
 
 KILL_AFTER = 5  # boot image patches let through before the kill
 LEASE_PATH = f"/apis/coordination.k8s.io/v1/namespaces/{MCO_NAMESPACE}/leases/{LEASE_NAME}"

@@ -36,7 +36,7 @@ from .scenario import (
     wait_settled_on_416,
 )
 
-pytestmark = [pytest.mark.integration, pytest.mark.reliability]
+pytestmark = [pytest.mark.integration, pytest.mark.reliability, pytest.mark.heavy]
 
 During = Callable[[FaultProxy, TestCluster, "asyncio.Task[float]"], Awaitable[dict[str, Any]]]
 
