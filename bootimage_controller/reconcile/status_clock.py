@@ -68,8 +68,9 @@ class StatusClock:
     def report_due(self) -> bool:
         """After a machine key: is a mid-pass report due? At most once per progress interval (and
         REPORT_SPACING times the last report's cost), counted from the first reconcile: a short
-        pass then writes its status once, at the end (a restart on a settled fleet writes nothing,
-        where a report at its first key showed a transient Progressing)."""
+        pass then writes its status once, at the end, not also at its first key. A settled pass of
+        any length makes no mid-pass report at all: whether a report has anything to say is the
+        status reconciler's (`StatusReconciler.after_machine_key`), not a question of time."""
         now = self.now()
         if self._last_report == -math.inf:
             self._last_report = now
